@@ -336,8 +336,10 @@ std::string config_reference() {
         if (f.type == field_type::integer) range = fmt::format(" {}..{}", f.min_int, f.max_int);
         if (f.type == field_type::real) range = fmt::format(" {}..{}", f.min_real, f.max_real);
         if (f.type == field_type::choice) range = fmt::format(" {}", fmt::join(f.choices, "|"));
-        out += fmt::format("    {:<22} {}{}\n        {}\n", f.key, config_schema::type_name(f.type),
-                           range, f.help);
+        std::string name(f.key);
+        name.resize(std::max<size_t>(name.size(), 22), ' ');  // align the type column
+        out += fmt::format("    {} {}{}\n        {}\n", name, config_schema::type_name(f.type), range,
+                           f.help);
     }
     return out;
 }

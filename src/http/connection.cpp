@@ -124,6 +124,10 @@ const llhttp_settings_t& parser_settings() {
     return settings;
 }
 
+int64_t srv_limit_bytes(connection* c) {
+    return c->srv->limits.max_header_bytes + c->srv->limits.max_body_bytes;
+}
+
 struct write_request {
     uv_write_t req;
     std::string data;
@@ -183,9 +187,15 @@ void server::impl::start_reading(connection* c) {
 void server::impl::feed(connection* c, const char* data, size_t len) {
     if (c->closing) return;
     if (c->active) {
-        // A response is pending: keep the bytes for later, in order (reading is paused, but
-        // bytes already read when the pause happened still arrive here).
+        // A response is pending: keep pipelined bytes for later, in order. Reading goes on so
+        // that a client hanging up is noticed (and its request cancelled) at once; only a
+        // client that floods us with more than one maximal request is paused.
         c->unparsed.append(data, len);
+        int64_t cap = srv_limit_bytes(c);
+        if (static_cast<int64_t>(c->unparsed.size()) > cap && c->reading) {
+            uv_read_stop(reinterpret_cast<uv_stream_t*>(&c->tcp));
+            c->reading = false;
+        }
         return;
     }
     llhttp_errno_t err = llhttp_execute(&c->parser, data, len);
@@ -194,10 +204,6 @@ void server::impl::feed(connection* c, const char* data, size_t len) {
         const char* stop = llhttp_get_error_pos(&c->parser);
         size_t used = stop ? static_cast<size_t>(stop - data) : len;
         c->unparsed.assign(data + used, len - used);
-        if (c->reading) {
-            uv_read_stop(reinterpret_cast<uv_stream_t*>(&c->tcp));
-            c->reading = false;
-        }
         uv_timer_stop(&c->timer);
         dispatch(c);
         return;

@@ -202,7 +202,7 @@ void server::impl::on_exchange_done(connection* c) {
     c->unparsed.clear();
     c->cur = request{};
     if (!rest.empty()) feed(c, rest.data(), rest.size());
-    if (!c->closing && !c->active) start_reading(c);
+    if (!c->closing) start_reading(c);
     if (!c->closing) arm_timer(c);
 }
 
