@@ -158,6 +158,7 @@ def test_one_thousand_concurrent_connections(start_tandem):
 
 def test_connection_limit_answers_503(start_tandem):
     t = start_tandem("--set", "server.max_connections=4")
+    time.sleep(0.3)  # let the server see the health poll's connection close
     held = [socket.create_connection(("127.0.0.1", t.port)) for _ in range(4)]
     time.sleep(0.2)
     try:
