@@ -169,21 +169,11 @@ bool scheduler::wait_for_work() {
     for (;;) {
         if (stopping_) return false;
         if (!inbox_.empty() || !running_.empty() || !ended_.empty()) break;
-        if (waiting_.empty()) {
-            heartbeat_->set_pending(false);
-            inbox_cv_.wait(lock);
-            continue;
-        }
-        // Queued requests that cannot be admitted with nothing running: only their deadline
-        // can change that, so sleep until the earliest one (or new input).
-        double earliest = 1e300;
-        for (const auto& r : waiting_) {
-            if (!r->started) earliest = std::min(earliest, r->submitted_s);
-        }
-        double wake = earliest + static_cast<double>(opt_.queue_timeout_ms) / 1000.0;
-        if (earliest == 1e300 || monotonic_seconds() >= wake) break;
+        // Queued requests with nothing running are always admissible (a lone request fits
+        // the cache), so only an empty scheduler sleeps.
+        if (!waiting_.empty()) break;
         heartbeat_->set_pending(false);
-        inbox_cv_.wait_for(lock, std::chrono::duration<double>(wake - monotonic_seconds()));
+        inbox_cv_.wait(lock);
     }
     heartbeat_->set_pending(true);
     return true;
