@@ -95,7 +95,5 @@ struct server::impl {
     connection* owner_of(const std::shared_ptr<exchange>& ex);
 };
 
-// `{"error":{"message":...,"type":...,"code":...}}`, the OpenAI error shape.
-std::string error_body(std::string_view message, std::string_view type, int code);
 
 }  // namespace tandem::http
