@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/liveness.h"
 #include "engine/engine.h"
+#include "text/tokenizer.h"
 #include "http/server.h"
 
 namespace tandem::api {
@@ -38,6 +39,10 @@ public:
     void attach_server(const http::server* srv) { server_ = srv; }
     const http::server* server() const { return server_; }
 
+    // Set at startup, before serving; null while starting.
+    void attach_tokenizer(std::shared_ptr<const text::tokenizer> tok) { std::atomic_store(&tokenizer_, std::move(tok)); }
+    std::shared_ptr<const text::tokenizer> tokenizer() const { return std::atomic_load(&tokenizer_); }
+
     // Set once the model is loaded and the engine runs; null while starting.
     void attach_engine(engine::engine* e) { engine_.store(e); }
     engine::engine* engine() const { return engine_.load(); }
@@ -56,6 +61,7 @@ private:
     std::string detail_ = "starting";
     const http::server* server_ = nullptr;
     std::atomic<engine::engine*> engine_{nullptr};
+    std::shared_ptr<const text::tokenizer> tokenizer_;
     mutable std::mutex tracked_mu_;
     std::unordered_map<std::string, std::vector<engine::request_id>> tracked_;
 };

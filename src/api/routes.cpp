@@ -4,6 +4,7 @@
 #include "api/metrics_routes.h"
 #include "api/model_routes.h"
 #include "api/native_routes.h"
+#include "api/text_routes.h"
 
 namespace tandem::api {
 
@@ -15,6 +16,10 @@ http::router make_router(app_state& app) {
     r.add("GET", "/metrics",         [&app](auto& req, auto out) { handle_metrics(app, req, out); });
     r.add("GET", "/health_generate", [&app](auto& req, auto out) { handle_health_generate(app, req, out); });
     r.add("POST", "/generate",      [&app](auto& req, auto out) { handle_generate(app, req, out); });
+    r.add("POST", "/tokenize",      [&app](auto& req, auto out) { handle_tokenize(app, req, out); });
+    r.add("POST", "/detokenize",    [&app](auto& req, auto out) { handle_detokenize(app, req, out); });
+    r.add("POST", "/v1/chat/completions/render",
+                                    [&app](auto& req, auto out) { handle_render(app, req, out); });
     r.add("POST", "/abort_request", [&app](auto& req, auto out) { handle_abort_request(app, req, out); });
     return r;
 }

@@ -11,6 +11,7 @@
 #include "core/gpu_probe.h"
 #include "core/log.h"
 #include "http/server.h"
+#include "text/tokenizer.h"
 
 namespace tandem::api {
 namespace {
@@ -64,6 +65,19 @@ void raise_descriptor_limit(int64_t wanted) {
     }
 }
 
+// Loading runs beside the HTTP loop, so /health can say "starting" (503) instead of refusing
+// connections while a large checkpoint loads.
+status load_serving_state(app_state& app) {
+    const config& cfg = app.cfg();
+    std::string tok_path = cfg.model.path + "/tokenizer.json";
+    app.set_state(serving_state::starting, "loading the tokenizer from " + tok_path);
+    auto tok = text::tokenizer::load_file(tok_path);
+    if (!tok) return tok.error().with_context("model.path = \"" + cfg.model.path + "\"");
+    app.attach_tokenizer(*tok);
+    TANDEM_LOG_INFO("tokenizer: {} ids from {}", (*tok)->id_count(), tok_path);
+    return status::ok();
+}
+
 }  // namespace
 
 int run_server(const config& cfg) {
@@ -86,11 +100,26 @@ int run_server(const config& cfg) {
     }
     TANDEM_LOG_INFO("listening on http://{}:{} (topology {}, model {})", cfg.server.host, *port,
                     cfg.topology.mode, cfg.model.served_name);
-    app.set_state(serving_state::serving);
+    int exit_code = 0;
+    std::thread loader([&] {
+        status st = load_serving_state(app);
+        if (!st) {
+            TANDEM_LOG_ERROR("startup failed: {}", st.message());
+            app.set_state(serving_state::failed, st.message());
+            exit_code = 1;
+            srv.shutdown();
+            return;
+        }
+        app.set_state(serving_state::serving);
+        TANDEM_LOG_INFO("serving");
+    });
     srv.run();
-    app.set_state(serving_state::stopping);
-    TANDEM_LOG_INFO("shut down cleanly");
-    return 0;
+    loader.join();
+    if (exit_code == 0) {
+        app.set_state(serving_state::stopping);
+        TANDEM_LOG_INFO("shut down cleanly");
+    }
+    return exit_code;
 }
 
 }  // namespace tandem::api
