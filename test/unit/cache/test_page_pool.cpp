@@ -176,3 +176,34 @@ TEST_CASE("page_pool: an arena beyond 2^31 bytes addresses its last row") {
     std::memset(bytes + (lb.rows_per_page - 1) * lb.row.bytes, 0x11, static_cast<size_t>(lb.row.bytes));
     CHECK(pool->arena()[off] == std::byte{0x11});
 }
+
+TEST_CASE("page_pool: a sealed history page is shared read-only by a second sequence") {
+    model::model_config flash = load_model("deepseek-v4-flash.json");
+    layout_spec l = make_layout(flash, kv_dtype::bf16, index_k_dtype::fp4);
+    auto pool = make_pool(l, 3, 2);
+    slot_ref a = pool->alloc_sequence(1);
+    REQUIRE(pool->ensure_capacity(a, 256));
+    std::byte* w = pool->row_for_write(a, 2, buffer_kind::index_k, 63);
+    REQUIRE(w != nullptr);
+    std::memset(w, 0x42, static_cast<size_t>(l.index_k_row().bytes));
+    const page_ref shared = pool->page_table(a)[0];
+    pool->seal_page(shared);  // the page is complete history now
+
+    slot_ref b = pool->alloc_sequence(2);
+    pool->retain_page(shared);
+    pool->append_page(b, shared);
+    CHECK(pool->row(b, 2, buffer_kind::index_k, 63) == pool->row(a, 2, buffer_kind::index_k, 63));
+    CHECK(pool->row(b, 2, buffer_kind::index_k, 63)[0] == std::byte{0x42});
+    CHECK(pool->row_for_write(b, 2, buffer_kind::index_k, 0) == nullptr);  // immutable
+    CHECK(pool->refcount_of(shared.page) == 2);
+    REQUIRE(pool->ensure_capacity(b, 300));  // b continues on a private page
+    CHECK(pool->row_for_write(b, 2, buffer_kind::index_k, 64) != nullptr);
+    CHECK_FALSE(pool->ensure_capacity(b, 4 * 256));  // needs 2 more pages, only 1 free
+    CHECK(pool->page_table(b).size() == 2);          // nothing allocated by the failed call
+    pool->free_sequence(a);
+    CHECK(pool->state_of(shared.page) == page_state::sealed);  // b still reads it
+    pool->free_sequence(b);
+    CHECK(pool->state_of(shared.page) == page_state::free);
+    CHECK(pool->stats().pages_free == 3);
+    pool->check_integrity();
+}
