@@ -26,6 +26,9 @@ constexpr int64_t k_index_fp4_block = 32;   // one ue8m0 scale per 32 dims
 // The fp8 main row's scale section is padded so the row is a multiple of 8 bytes
 // (448 + 128 + 7 = 583 -> 584, FlashMLA "fp8_ds_mla").
 constexpr int64_t k_kv_fp8_row_multiple = 8;
+// Pages are a multiple of 128 tokens so cacheable boundaries are HCA-window aligned: no
+// compressed row straddles a page and the HCA ring is empty at a boundary (prefix-cache.md §5.3).
+constexpr int64_t k_page_granularity = 128;
 
 row_format plain_row(row_encoding enc, const char* name, int64_t dims, int64_t elem_bytes) {
     row_format r;
@@ -157,11 +160,12 @@ result<row_format> make_index_k_row_format(index_k_dtype d, int64_t dim) {
 
 result<layout_spec> layout_spec::create(const model::model_config& m, const layout_options& opt) {
     if (opt.page_size <= 0 || opt.page_size % m.compress_rate_hca != 0 ||
-        opt.page_size % m.compress_rate_csa != 0 || opt.page_size % 128 != 0) {
+        opt.page_size % m.compress_rate_csa != 0 || opt.page_size % k_page_granularity != 0) {
         return make_error(error_code::invalid_argument,
-                          fmt::format("cache.page_size: {} is not a positive multiple of 128 and "
+                          fmt::format("cache.page_size: {} is not a positive multiple of {} and "
                                       "of the compress ratios ({}, {})",
-                                      opt.page_size, m.compress_rate_csa, m.compress_rate_hca));
+                                      opt.page_size, k_page_granularity, m.compress_rate_csa,
+                                      m.compress_rate_hca));
     }
     auto kv = make_kv_row_format(opt.kv, m.head_dim, m.rope_head_dim);
     if (!kv.is_ok()) return kv.error();

@@ -21,7 +21,7 @@ TEST_CASE("layout: row sizes of every format (spec §3.2)") {
     CHECK(make_layout(flash, kv_dtype::fp8, index_k_dtype::bf16).index_k_row().bytes == 256);
     CHECK(make_layout(flash, kv_dtype::fp8, index_k_dtype::fp4).index_k_row().bytes == 68);
     CHECK(make_layout(flash, kv_dtype::fp8, index_k_dtype::fp32).index_k_row().bytes == 512);
-    const row_format& r = make_layout(flash, kv_dtype::fp8, index_k_dtype::fp8).kv_row();
+    const row_format r = make_layout(flash, kv_dtype::fp8, index_k_dtype::fp8).kv_row();
     CHECK(r.value_bytes == 448);
     CHECK(r.rope_bytes == 128);
     CHECK(r.scale_bytes == 7);
