@@ -4,7 +4,12 @@
 
 #include <simdjson.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "cache/plan_command.h"
@@ -110,4 +115,30 @@ TEST_CASE("plan: budget resolution and configuration errors") {
 
     cfg.model.path = "/some/dir";
     CHECK(model_config_path(cfg) == "/some/dir/config.json");
+}
+
+TEST_CASE("plan: run_plan_command prints the JSON plan on stdout") {
+    config cfg = base_config("deepseek-v4-pro.json", "fp8", "fp8");
+    char path[] = "/tmp/tandem_plan_test_XXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    std::fflush(stdout);
+    const int saved = dup(1);
+    dup2(fd, 1);
+    const int rc = run_plan_command(cfg, true);
+    std::fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    close(fd);
+    CHECK(rc == 0);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    unlink(path);
+    simdjson::dom::parser parser;
+    simdjson::dom::element j;
+    REQUIRE(parser.parse(text.str()).get(j) == simdjson::SUCCESS);
+    CHECK(std::fabs(double(j["bytes_per_token"]) - 5511) < 1.0);
+    CHECK(int64_t(j["buffer_kinds"]["index_k"]["bytes_per_page"]) == 8448);
+    CHECK(int64_t(j["layers"]) == 62);
 }
