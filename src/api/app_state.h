@@ -36,6 +36,9 @@ public:
     void set_state(serving_state s, std::string detail = {});
     std::string state_detail() const;
 
+    // Model outputs whose tool-call markup could not be parsed (returned as content).
+    std::atomic<int64_t> tool_call_parse_failures{0};
+
     void attach_server(const http::server* srv) { server_ = srv; }
     const http::server* server() const { return server_; }
 

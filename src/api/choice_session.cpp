@@ -1,14 +1,17 @@
 #include "api/choice_session.h"
 
+#include <algorithm>
+
 namespace tandem::api {
 
 choice_text::choice_text(std::shared_ptr<const text::tokenizer> tok, bool skip_special,
-                         std::vector<std::string> stops)
-    : detok_(std::move(tok), skip_special), stops_(std::move(stops)) {}
+                         std::vector<std::string> stops, std::vector<int32_t> hidden_ids)
+    : detok_(std::move(tok), skip_special), stops_(std::move(stops)), hidden_(std::move(hidden_ids)) {}
 
 std::string choice_text::push(const std::vector<int32_t>& tokens, bool* stop_hit) {
     std::string fresh;
     for (int32_t t : tokens) {
+        if (std::find(hidden_.begin(), hidden_.end(), t) != hidden_.end()) continue;
         // Ids come from the model's own vocabulary; an unknown id yields no text.
         (void)detok_.push(t, &fresh);
     }

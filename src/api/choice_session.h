@@ -22,8 +22,9 @@ namespace tandem::api {
 // Token ids → text, stop strings applied: what one choice may show so far.
 class choice_text {
 public:
+    // `hidden_ids` (EOS, stop token ids) end generation but are not text.
     choice_text(std::shared_ptr<const text::tokenizer> tok, bool skip_special,
-                std::vector<std::string> stops);
+                std::vector<std::string> stops, std::vector<int32_t> hidden_ids = {});
     // Text newly safe to show; `*stop_hit` turns true when a stop string ended the choice.
     std::string push(const std::vector<int32_t>& tokens, bool* stop_hit);
     // End of generation: flushes what was held back (unless a stop string was hit).
@@ -33,6 +34,7 @@ public:
 private:
     text::stream_detokenizer detok_;
     stop_matcher stops_;
+    std::vector<int32_t> hidden_;
 };
 
 class choice_session : public std::enable_shared_from_this<choice_session> {
