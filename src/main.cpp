@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "api/serve.h"
+#include "cache/plan_command.h"
 #include "core/cli.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -46,5 +47,6 @@ int main(int argc, char** argv) {
     log::set_level(lvl);
 
     if (opt->command == "serve") return api::run_server(*cfg);
+    if (opt->command == "plan") return cache::run_plan_command(*cfg, opt->json);
     return fail_usage("command '" + opt->command + "' is not available in this build yet");
 }
