@@ -1,0 +1,32 @@
+#include "api/routes.h"
+
+#include "api/health_routes.h"
+#include "api/model_routes.h"
+
+namespace tandem::api {
+
+http::router make_router(app_state& app) {
+    http::router r;
+    // method  path            handler
+    r.add("GET", "/health",    [&app](auto& req, auto out) { handle_health(app, req, out); });
+    r.add("GET", "/v1/models", [&app](auto& req, auto out) { handle_models(app, req, out); });
+    return r;
+}
+
+void send_status_error(const http::responder& out, const status& st) {
+    int http_status = 500;
+    const char* type = "internal_error";
+    switch (st.code()) {
+        case error_code::invalid_argument:
+        case error_code::out_of_range:
+            http_status = 400; type = "invalid_request_error"; break;
+        case error_code::not_found: http_status = 404; type = "not_found_error"; break;
+        case error_code::too_large: http_status = 413; type = "invalid_request_error"; break;
+        case error_code::unavailable: http_status = 503; type = "unavailable_error"; break;
+        case error_code::deadline_exceeded: http_status = 504; type = "timeout_error"; break;
+        default: break;
+    }
+    http::send_error(out, http_status, st.message(), type);
+}
+
+}  // namespace tandem::api

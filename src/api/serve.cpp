@@ -1,0 +1,76 @@
+#include "api/serve.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "api/app_state.h"
+#include "api/routes.h"
+#include "core/gpu_probe.h"
+#include "core/log.h"
+#include "http/server.h"
+
+namespace tandem::api {
+namespace {
+
+http::server_limits limits_from(const config& cfg) {
+    http::server_limits l;
+    l.max_connections = cfg.server.max_connections;
+    l.max_header_bytes = cfg.server.max_header_bytes;
+    l.max_body_bytes = cfg.server.max_body_bytes;
+    l.request_timeout_ms = cfg.server.request_timeout_ms;
+    l.idle_timeout_ms = cfg.server.idle_timeout_ms;
+    l.shutdown_grace_ms = cfg.server.shutdown_grace_ms;
+    l.access_log = cfg.logging.access_log;
+    return l;
+}
+
+// Chooses the compute backend; an explicit "cuda" without a usable GPU is a startup error.
+status choose_backend(const config& cfg) {
+    gpu_info gpu = gpu_probe();
+    if (gpu.device_count > 0) {
+        TANDEM_LOG_INFO("CUDA: {} GPU(s): {}; NCCL {}", gpu.device_count, gpu.devices,
+                        gpu.nccl_version);
+    } else {
+        TANDEM_LOG_INFO("CUDA: {}", gpu.reason);
+    }
+    if (cfg.backend.device == "cuda" && gpu.device_count == 0) {
+        return make_error(error_code::unavailable,
+                          "backend.device = \"cuda\" but no GPU can be used: " + gpu.reason);
+    }
+    // The CUDA model backend is not built yet: every configuration computes on the CPU.
+    TANDEM_LOG_INFO("backend: cpu ({} threads)",
+                    cfg.backend.threads > 0 ? cfg.backend.threads
+                                            : static_cast<int64_t>(std::thread::hardware_concurrency()));
+    return status::ok();
+}
+
+}  // namespace
+
+int run_server(const config& cfg) {
+    app_state app(cfg);
+    if (status st = choose_backend(cfg); !st) {
+        TANDEM_LOG_ERROR("startup failed: {}", st.message());
+        return 1;
+    }
+    http::router routes = make_router(app);
+    http::server srv(limits_from(cfg), [&routes](const http::request& req, http::responder out) {
+        routes(req, std::move(out));
+    });
+    app.attach_server(&srv);
+    auto http_loop = app.liveness().add("http");
+    result<int> port = srv.listen(cfg.server.host, static_cast<int>(cfg.server.port));
+    if (!port) {
+        TANDEM_LOG_ERROR("startup failed: {}", port.error().message());
+        return 1;
+    }
+    TANDEM_LOG_INFO("listening on http://{}:{} (topology {}, model {})", cfg.server.host, *port,
+                    cfg.topology.mode, cfg.model.served_name);
+    app.set_state(serving_state::serving);
+    srv.run();
+    app.set_state(serving_state::stopping);
+    TANDEM_LOG_INFO("shut down cleanly");
+    return 0;
+}
+
+}  // namespace tandem::api
