@@ -8,6 +8,7 @@
 #include "core/cli.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "model/make_model_command.h"
 #include "tandem_build_config.h"
 
 namespace {
@@ -46,5 +47,7 @@ int main(int argc, char** argv) {
     log::set_level(lvl);
 
     if (opt->command == "serve") return api::run_server(*cfg);
+    if (opt->command == "make-model")
+        return model::run_make_model_command(opt->preset, opt->out_dir, opt->seed, opt->tokenizer_dir);
     return fail_usage("command '" + opt->command + "' is not available in this build yet");
 }
