@@ -84,21 +84,20 @@ float e4m3_to_float(uint8_t v) {
 
 uint8_t float_to_e4m3(float f) {
     if (std::isnan(f)) return 0x7f;
-    uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
-    float a = std::fabs(f);
+    const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+    const float a = std::fabs(f);
     if (a >= 448.0f) return static_cast<uint8_t>(sign | 0x7e);
-    // Exhaustive nearest search over the 127 non-negative codes keeps this obviously right; it is
-    // only used by make-model and tests, never in a hot loop.
-    uint8_t best = 0;
-    float best_err = a;
-    for (uint8_t code = 1; code < 0x7f; ++code) {
-        float err = std::fabs(e4m3_to_float(code) - a);
-        if (err < best_err || (err == best_err && (code & 1u) == 0)) {
-            best = code;
-            best_err = err;
-        }
+    if (a < 0.015625f) {  // below the smallest normal 2^-6: subnormal steps of 2^-9
+        // nearbyint rounds half to even; 8 steps is the smallest normal, code 0x08.
+        return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f)));
     }
-    return static_cast<uint8_t>(sign | best);
+    int e = 0;
+    std::frexp(a, &e);  // a = fr · 2^e, fr in [0.5, 1)
+    int exp = e - 1;
+    int mant = static_cast<int>(std::nearbyint((std::ldexp(a, -exp) - 1.0f) * 8.0f));
+    if (mant == 8) mant = 0, ++exp;
+    int code = ((exp + 7) << 3) | mant;
+    return static_cast<uint8_t>(sign | std::min(code, 0x7e));
 }
 
 float e2m1_to_float(uint8_t nibble) {
