@@ -6,9 +6,12 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "core/config.h"
 #include "core/liveness.h"
+#include "engine/engine.h"
 #include "http/server.h"
 
 namespace tandem::api {
@@ -35,6 +38,16 @@ public:
     void attach_server(const http::server* srv) { server_ = srv; }
     const http::server* server() const { return server_; }
 
+    // Set once the model is loaded and the engine runs; null while starting.
+    void attach_engine(engine::engine* e) { engine_.store(e); }
+    engine::engine* engine() const { return engine_.load(); }
+
+    // Which engine requests serve which HTTP request (for /abort_request and disconnects).
+    void track(const std::string& http_id, engine::request_id id);
+    void untrack(const std::string& http_id, engine::request_id id);
+    std::vector<engine::request_id> tracked(const std::string& http_id) const;
+    std::vector<engine::request_id> tracked_all() const;
+
 private:
     config cfg_;
     liveness_registry liveness_;
@@ -42,6 +55,9 @@ private:
     mutable std::mutex detail_mu_;
     std::string detail_ = "starting";
     const http::server* server_ = nullptr;
+    std::atomic<engine::engine*> engine_{nullptr};
+    mutable std::mutex tracked_mu_;
+    std::unordered_map<std::string, std::vector<engine::request_id>> tracked_;
 };
 
 }  // namespace tandem::api

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <sys/resource.h>
+
 #include <thread>
 
 #include "api/app_state.h"
@@ -45,10 +47,28 @@ status choose_backend(const config& cfg) {
     return status::ok();
 }
 
+// Each connection is a descriptor; the usual soft limit of 1024 would cap concurrent clients
+// far below server.max_connections.
+void raise_descriptor_limit(int64_t wanted) {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+    rlim_t target = std::min<rlim_t>(lim.rlim_max, static_cast<rlim_t>(wanted) + 64);
+    if (target > lim.rlim_cur) {
+        lim.rlim_cur = target;
+        setrlimit(RLIMIT_NOFILE, &lim);
+    }
+    getrlimit(RLIMIT_NOFILE, &lim);
+    if (static_cast<int64_t>(lim.rlim_cur) < wanted) {
+        TANDEM_LOG_WARN("open-file limit {} is below server.max_connections = {}",
+                        static_cast<int64_t>(lim.rlim_cur), wanted);
+    }
+}
+
 }  // namespace
 
 int run_server(const config& cfg) {
     app_state app(cfg);
+    raise_descriptor_limit(cfg.server.max_connections);
     if (status st = choose_backend(cfg); !st) {
         TANDEM_LOG_ERROR("startup failed: {}", st.message());
         return 1;

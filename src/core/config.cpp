@@ -3,7 +3,6 @@
 #include <toml++/toml.h>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -56,6 +55,15 @@ std::string suggestion(std::string_view section, std::string_view key) {
         }
     }
     return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
+}
+
+std::string join_choices(const field& f, std::string_view before, std::string_view separator) {
+    std::string out(before);
+    for (size_t i = 0; i < f.choices.size(); ++i) {
+        if (i > 0) out += separator;
+        out += f.choices[i];
+    }
+    return out;
 }
 
 std::string full_name(const field& f) { return fmt::format("{}.{}", f.section, f.key); }
@@ -113,7 +121,7 @@ status assign(config& cfg, const field& f, value v, std::string_view at) {
             const std::string& s = std::get<std::string>(v);
             if (f.type == field_type::choice &&
                 std::find(f.choices.begin(), f.choices.end(), s) == f.choices.end()) {
-                std::string allowed = fmt::format("\"{}\"", fmt::join(f.choices, "\", \""));
+                std::string allowed = join_choices(f, "\"", "\", \"") + "\"";
                 return make_error(error_code::invalid_argument,
                                   fmt::format("{}: '{}' = \"{}\" is not one of {}", at,
                                               full_name(f), s, allowed));
@@ -335,7 +343,7 @@ std::string config_reference() {
         std::string range;
         if (f.type == field_type::integer) range = fmt::format(" {}..{}", f.min_int, f.max_int);
         if (f.type == field_type::real) range = fmt::format(" {}..{}", f.min_real, f.max_real);
-        if (f.type == field_type::choice) range = fmt::format(" {}", fmt::join(f.choices, "|"));
+        if (f.type == field_type::choice) range = join_choices(f, " ", "|");
         std::string name(f.key);
         name.resize(std::max<size_t>(name.size(), 22), ' ');  // align the type column
         out += fmt::format("    {} {}{}\n        {}\n", name, config_schema::type_name(f.type), range,
