@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "api/serve.h"
+#include "cache/plan_command.h"
 #include "core/cli.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "model/make_model_command.h"
 #include "tandem_build_config.h"
 
 namespace {
@@ -46,5 +48,10 @@ int main(int argc, char** argv) {
     log::set_level(lvl);
 
     if (opt->command == "serve") return api::run_server(*cfg);
-    return fail_usage("command '" + opt->command + "' is not available in this build yet");
+    if (opt->command == "plan") return cache::run_plan_command(*cfg, opt->json);
+    if (opt->command == "make-model") {
+        return model::run_make_model_command(opt->preset, opt->out_dir, opt->seed,
+                                             opt->tokenizer_dir);
+    }
+    return fail_usage("unknown command '" + opt->command + "'");
 }

@@ -16,17 +16,6 @@ double monotonic_seconds() {
     return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-const char* finish_reason_name(finish_reason r) {
-    switch (r) {
-        case finish_reason::none: return "none";
-        case finish_reason::stop: return "stop";
-        case finish_reason::length: return "length";
-        case finish_reason::aborted: return "abort";
-        case finish_reason::error: return "error";
-    }
-    return "unknown";
-}
-
 scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<capacity> cap,
                      scheduler_options opt)
     : opt_(std::move(opt)),

@@ -12,6 +12,7 @@ namespace tandem::http {
 namespace {
 
 constexpr size_t k_read_chunk = 64 * 1024;
+constexpr uint64_t k_linger_ms = 1000;
 
 connection* conn_of(llhttp_t* p) { return static_cast<connection*>(p->data); }
 
@@ -185,7 +186,7 @@ void server::impl::start_reading(connection* c) {
 }
 
 void server::impl::feed(connection* c, const char* data, size_t len) {
-    if (c->closing) return;
+    if (c->closing || c->lingering || c->close_after_flush) return;  // discarded
     if (c->active) {
         // A response is pending: keep pipelined bytes for later, in order. Reading goes on so
         // that a client hanging up is noticed (and its request cancelled) at once; only a
@@ -230,7 +231,7 @@ void server::impl::write_raw(connection* c, std::string data) {
                           delete w;
                           c->writes_in_flight--;
                           if (c->close_after_flush && c->writes_in_flight == 0 && !c->closing) {
-                              c->srv->close_connection(c);
+                              c->srv->linger_close(c);
                           }
                       });
     if (rc != 0) {
@@ -244,18 +245,36 @@ void server::impl::respond_error(connection* c, int status, std::string_view mes
                                  std::string_view type, bool close) {
     std::string body = error_body(message, type, status);
     write_raw(c, serialize_head(status, {}, "application/json", &body, !close, "") + body);
-    if (close) {
-        c->close_after_flush = true;
-        if (c->reading) {
-            uv_read_stop(reinterpret_cast<uv_stream_t*>(&c->tcp));
-            c->reading = false;
-        }
-        if (c->writes_in_flight == 0) close_connection(c);
+    if (close) close_after_writes(c);
+}
+
+void server::impl::close_after_writes(connection* c) {
+    c->close_after_flush = true;
+    if (c->writes_in_flight == 0) linger_close(c);
+}
+
+// Closing a socket whose receive buffer still holds client bytes makes the kernel send RST,
+// which can destroy our last response before the client reads it. So: send FIN, discard what
+// the client still sends until it closes, and give up after a short linger.
+void server::impl::linger_close(connection* c) {
+    if (c->closing || c->lingering) return;
+    c->lingering = true;
+    auto* req = new uv_shutdown_t;
+    if (uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&c->tcp),
+                    [](uv_shutdown_t* r, int) { delete r; }) != 0) {
+        delete req;
+        close_connection(c);
+        return;
     }
+    start_reading(c);
+    uv_timer_start(&c->timer, [](uv_timer_t* t) {
+        auto* c = static_cast<connection*>(t->data);
+        c->srv->close_connection(c);
+    }, k_linger_ms, 0);
 }
 
 void server::impl::arm_timer(connection* c) {
-    if (c->closing) return;
+    if (c->closing || c->lingering) return;
     if (c->active) {
         uv_timer_stop(&c->timer);  // handlers own their deadlines
         return;

@@ -35,6 +35,9 @@ struct response {
 
 const char* reason_phrase(int status);
 
+// `{"error":{"message":...,"type":...,"code":...}}`, the OpenAI error shape.
+std::string error_body(std::string_view message, std::string_view type, int code);
+
 // Serializes the status line and headers (Content-Length for whole bodies; none for streams).
 std::string serialize_head(int status, const header_list& headers, std::string_view content_type,
                            const std::string* body_for_length, bool keep_alive,

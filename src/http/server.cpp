@@ -191,8 +191,7 @@ void server::impl::on_exchange_done(connection* c) {
     stats.requests_in_flight--;
     c->active.reset();
     if (stopping.load() || !c->cur.keep_alive) {
-        c->close_after_flush = true;
-        if (c->writes_in_flight == 0) close_connection(c);
+        close_after_writes(c);
         finish_if_drained();
         return;
     }

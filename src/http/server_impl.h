@@ -39,6 +39,7 @@ struct connection {
     bool reading = false;
     bool closing = false;
     bool close_after_flush = false;
+    bool lingering = false;        // FIN sent; draining the client's bytes until it closes
     int writes_in_flight = 0;
     uint64_t requests_seen = 0;
 
@@ -83,6 +84,8 @@ struct server::impl {
     void respond_error(connection* c, int status, std::string_view message, std::string_view type,
                        bool close);
     void close_connection(connection* c);
+    void close_after_writes(connection* c);
+    void linger_close(connection* c);
     void arm_timer(connection* c);
     void deliver(const std::shared_ptr<exchange>& ex, response r);
     void deliver_stream_start(const std::shared_ptr<exchange>& ex, int status, header_list headers,
@@ -92,7 +95,5 @@ struct server::impl {
     connection* owner_of(const std::shared_ptr<exchange>& ex);
 };
 
-// `{"error":{"message":...,"type":...,"code":...}}`, the OpenAI error shape.
-std::string error_body(std::string_view message, std::string_view type, int code);
 
 }  // namespace tandem::http

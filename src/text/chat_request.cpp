@@ -1,0 +1,271 @@
+// text/chat_request.cpp — OpenAI chat-completions JSON -> chat_request.
+//
+// Only what shapes the prompt is read; sampling fields are the API layer's business. Every
+// error names the field, e.g. "messages[1].tool_calls[0].function.arguments: must be a string".
+#include <algorithm>
+#include <cctype>
+
+#include "text/chat.h"
+#include "text/json_value.h"
+
+namespace tandem::text {
+
+namespace {
+
+status field_error(const std::string& field, const std::string& what) {
+    return make_error(error_code::invalid_argument, field + ": " + what);
+}
+
+// A string, or an array of content parts whose text parts are joined by "\n\n". Images are
+// not supported by this server; in tool results they render as "[Unsupported Image]", as the
+// official API does.
+status read_content(const json_value* v, const std::string& field, bool is_tool, std::string* out,
+                    bool* present) {
+    *present = v != nullptr && v->type != json_value::kind::null;
+    if (!*present) return status::ok();
+    if (v->is_string()) {
+        *out = v->text;
+        return status::ok();
+    }
+    if (v->type != json_value::kind::array) return field_error(field, "must be a string, an array of parts or null");
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < v->items.size(); ++i) {
+        const json_value& part = v->items[i];
+        const std::string pf = field + "[" + std::to_string(i) + "]";
+        const json_value* type = part.find("type");
+        if (type == nullptr || !type->is_string()) return field_error(pf + ".type", "missing");
+        if (type->text == "text") {
+            const json_value* text = part.find("text");
+            if (text == nullptr || !text->is_string()) return field_error(pf + ".text", "must be a string");
+            parts.push_back(text->text);
+        } else if (is_tool && type->text == "image_url") {
+            parts.push_back("[Unsupported Image]");
+        } else {
+            return field_error(pf + ".type", "'" + type->text + "' is not supported");
+        }
+    }
+    out->clear();
+    for (size_t i = 0; i < parts.size(); ++i) {
+        if (i) *out += "\n\n";
+        *out += parts[i];
+    }
+    return status::ok();
+}
+
+status read_string(const json_value& obj, std::string_view key, const std::string& field,
+                   bool required, std::string* out) {
+    const json_value* v = obj.find(key);
+    if (v == nullptr || v->type == json_value::kind::null) {
+        return required ? field_error(field, "missing") : status::ok();
+    }
+    if (!v->is_string()) return field_error(field, "must be a string");
+    *out = v->text;
+    return status::ok();
+}
+
+status read_tool_calls(const json_value& msg, const std::string& field, chat_message* m) {
+    const json_value* calls = msg.find("tool_calls");
+    if (calls == nullptr || calls->type == json_value::kind::null) return status::ok();
+    if (calls->type != json_value::kind::array) return field_error(field, "must be an array");
+    for (size_t i = 0; i < calls->items.size(); ++i) {
+        const json_value& c = calls->items[i];
+        const std::string cf = field + "[" + std::to_string(i) + "]";
+        if (!c.is_object()) return field_error(cf, "must be an object");
+        chat_tool_call call;
+        TANDEM_RETURN_IF_ERROR(read_string(c, "id", cf + ".id", false, &call.id));
+        const json_value* fn = c.find("function");
+        if (fn == nullptr || !fn->is_object()) return field_error(cf + ".function", "missing");
+        TANDEM_RETURN_IF_ERROR(read_string(*fn, "name", cf + ".function.name", true, &call.name));
+        TANDEM_RETURN_IF_ERROR(read_string(*fn, "arguments", cf + ".function.arguments", true, &call.arguments));
+        m->tool_calls.push_back(std::move(call));
+    }
+    return status::ok();
+}
+
+result<chat_role> read_role(const json_value& msg, const std::string& field) {
+    std::string role;
+    TANDEM_RETURN_IF_ERROR(read_string(msg, "role", field + ".role", true, &role));
+    if (role == "system") return chat_role::system;
+    if (role == "user") return chat_role::user;
+    if (role == "assistant") return chat_role::assistant;
+    if (role == "tool") return chat_role::tool;
+    if (role == "latest_reminder") return chat_role::latest_reminder;
+    if (role == "developer") return chat_role::developer;
+    return field_error(field + ".role", "unknown role '" + role + "'");
+}
+
+// The message-level keys of encoding_dsv4.py, for render_messages_official().
+status read_official_keys(const json_value& msg, const std::string& field, chat_message* m) {
+    if (const json_value* tools = msg.find("tools"); tools && tools->type == json_value::kind::array) {
+        for (const json_value& t : tools->items) m->tools.push_back(json_dump(t, json_number_style::python));
+    }
+    if (const json_value* rf = msg.find("response_format"); rf && rf->type != json_value::kind::null) {
+        m->response_format = json_dump(*rf, json_number_style::python);
+    }
+    std::string task;
+    TANDEM_RETURN_IF_ERROR(read_string(msg, "task", field + ".task", false, &task));
+    if (!task.empty()) m->task = task;
+    if (const json_value* w = msg.find("wo_eos"); w && w->type == json_value::kind::boolean) m->wo_eos = w->boolean;
+    return status::ok();
+}
+
+result<chat_message> read_message(const json_value& msg, const std::string& field, bool official) {
+    if (!msg.is_object()) return field_error(field, "must be an object");
+    chat_message m;
+    auto role = read_role(msg, field);
+    if (!role) return role.error();
+    m.role = *role;
+    bool has_content = false;
+    TANDEM_RETURN_IF_ERROR(read_content(msg.find("content"), field + ".content",
+                                        m.role == chat_role::tool, &m.content, &has_content));
+    TANDEM_RETURN_IF_ERROR(read_string(msg, "name", field + ".name", false, &m.name));
+    if (m.role == chat_role::assistant) {
+        std::string rc;
+        const json_value* rcv = msg.find("reasoning_content");
+        TANDEM_RETURN_IF_ERROR(read_string(msg, "reasoning_content", field + ".reasoning_content", false, &rc));
+        if (rcv && rcv->type != json_value::kind::null) m.reasoning_content = rc;
+        TANDEM_RETURN_IF_ERROR(read_tool_calls(msg, field + ".tool_calls", &m));
+        if (!has_content && m.tool_calls.empty()) {
+            return field_error(field, "an assistant message needs content or tool_calls");
+        }
+        if (const json_value* prefix = msg.find("prefix")) {
+            if (prefix->type != json_value::kind::boolean) return field_error(field + ".prefix", "must be a boolean");
+            m.prefix = prefix->boolean;
+        }
+    }
+    if (m.role == chat_role::tool) {
+        TANDEM_RETURN_IF_ERROR(read_string(msg, "tool_call_id", field + ".tool_call_id", !official, &m.tool_call_id));
+    }
+    if (official) TANDEM_RETURN_IF_ERROR(read_official_keys(msg, field, &m));
+    return m;
+}
+
+status read_tools(const json_value& body, chat_request* req) {
+    const json_value* tools = body.find("tools");
+    if (tools == nullptr || tools->type == json_value::kind::null) return status::ok();
+    if (tools->type != json_value::kind::array) return field_error("tools", "must be an array");
+    for (size_t i = 0; i < tools->items.size(); ++i) {
+        const std::string tf = "tools[" + std::to_string(i) + "]";
+        const json_value* fn = tools->items[i].find("function");
+        if (fn == nullptr || !fn->is_object()) return field_error(tf + ".function", "missing");
+        const json_value* name = fn->find("name");
+        if (name == nullptr || !name->is_string() || name->text.empty()) {
+            return field_error(tf + ".function.name", "must be a non-empty string");
+        }
+        req->tools.push_back(json_dump(*fn, json_number_style::python));
+    }
+    return status::ok();
+}
+
+status read_tool_choice(const json_value& body, chat_request* req) {
+    const json_value* tc = body.find("tool_choice");
+    if (tc == nullptr || tc->type == json_value::kind::null) return status::ok();
+    if (tc->is_string()) {
+        if (tc->text == "auto") req->tool_choice = tool_choice_kind::automatic;
+        else if (tc->text == "none") req->tool_choice = tool_choice_kind::none;
+        else if (tc->text == "required") req->tool_choice = tool_choice_kind::required;
+        else return field_error("tool_choice", "must be auto, none, required or a function");
+        return status::ok();
+    }
+    const json_value* fn = tc->find("function");
+    if (fn == nullptr) return field_error("tool_choice.function", "missing");
+    req->tool_choice = tool_choice_kind::named;
+    return read_string(*fn, "name", "tool_choice.function.name", true, &req->tool_choice_name);
+}
+
+status read_thinking(const json_value& body, chat_request* req) {
+    // An explicit thinking object decides the mode; reasoning_effort "none" only applies
+    // when it is absent (so {"type": "enabled"} with "none" thinks at the default effort).
+    std::string type;
+    if (const json_value* th = body.find("thinking"); th && th->type != json_value::kind::null) {
+        TANDEM_RETURN_IF_ERROR(read_string(*th, "type", "thinking.type", true, &type));
+        if (type == "disabled") req->thinking = false;
+        else if (type != "enabled") return field_error("thinking.type", "must be enabled or disabled");
+    }
+    std::string effort;
+    TANDEM_RETURN_IF_ERROR(read_string(body, "reasoning_effort", "reasoning_effort", false, &effort));
+    if (effort.empty() || effort == "high" || effort == "medium") req->effort = reasoning_effort::high;
+    else if (effort == "low") req->effort = reasoning_effort::low;
+    else if (effort == "xhigh") req->effort = reasoning_effort::xhigh;
+    else if (effort == "max") req->effort = reasoning_effort::max;
+    else if (effort == "none" && type.empty()) req->thinking = false;
+    else if (effort == "none") req->effort = reasoning_effort::high;
+    else return field_error("reasoning_effort", "must be none, low, medium, high, xhigh or max");
+    if (!req->thinking) req->effort = reasoning_effort::unset;
+    return status::ok();
+}
+
+bool mentions_json(const chat_request& req) {
+    for (const chat_message& m : req.messages) {
+        std::string lower = m.content;
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        if (lower.find("json") != std::string::npos) return true;
+    }
+    return false;
+}
+
+status read_response_format(const json_value& body, chat_request* req) {
+    const json_value* rf = body.find("response_format");
+    if (rf == nullptr || rf->type == json_value::kind::null) return status::ok();
+    std::string type;
+    TANDEM_RETURN_IF_ERROR(read_string(*rf, "type", "response_format.type", true, &type));
+    if (type == "text") return status::ok();
+    if (type == "json_object") {
+        if (!mentions_json(*req)) {
+            return field_error("response_format", "the messages must contain the word 'json' to use json_object");
+        }
+        req->response_format = response_format_kind::json_object;
+        return status::ok();
+    }
+    if (type != "json_schema") return field_error("response_format.type", "must be text, json_object or json_schema");
+    const json_value* js = rf->find("json_schema");
+    const json_value* schema = js ? js->find("schema") : nullptr;
+    if (schema == nullptr) return field_error("response_format.json_schema.schema", "missing");
+    req->response_format = response_format_kind::json_schema;
+    req->response_schema = json_dump(*schema, json_number_style::python);
+    return status::ok();
+}
+
+}  // namespace
+
+result<chat_request> chat_request_from_openai_json(std::string_view body) {
+    auto parsed = json_parse(body);
+    if (!parsed) return parsed.error().with_context("request body");
+    const json_value& root = *parsed;
+    if (!root.is_object()) return field_error("request body", "must be a JSON object");
+    const json_value* messages = root.find("messages");
+    if (messages == nullptr || messages->type != json_value::kind::array) {
+        return field_error("messages", "must be an array");
+    }
+    chat_request req;
+    for (size_t i = 0; i < messages->items.size(); ++i) {
+        auto m = read_message(messages->items[i], "messages[" + std::to_string(i) + "]", false);
+        if (!m) return m.error();
+        req.messages.push_back(std::move(m).value());
+    }
+    TANDEM_RETURN_IF_ERROR(read_tools(root, &req));
+    TANDEM_RETURN_IF_ERROR(read_tool_choice(root, &req));
+    TANDEM_RETURN_IF_ERROR(read_thinking(root, &req));
+    TANDEM_RETURN_IF_ERROR(read_response_format(root, &req));
+    return req;
+}
+
+}  // namespace tandem::text
+
+namespace tandem::text {
+
+result<std::vector<chat_message>> chat_messages_from_json(std::string_view messages_json) {
+    auto parsed = json_parse(messages_json);
+    if (!parsed) return parsed.error().with_context("messages");
+    if (parsed->type != json_value::kind::array) return field_error("messages", "must be an array");
+    std::vector<chat_message> out;
+    for (size_t i = 0; i < parsed->items.size(); ++i) {
+        auto m = read_message(parsed->items[i], "messages[" + std::to_string(i) + "]", true);
+        if (!m) return m.error();
+        out.push_back(std::move(m).value());
+    }
+    return out;
+}
+
+}  // namespace tandem::text
