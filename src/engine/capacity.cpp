@@ -13,7 +13,7 @@ bool paged_capacity::can_admit(int64_t tokens, int64_t headroom_tokens) const {
     return pages_for(tokens) + pages_for(headroom_tokens) <= free_pages_;
 }
 
-bool paged_capacity::allocate(uint64_t id, int64_t tokens) {
+bool paged_capacity::allocate(sequence_id id, int64_t tokens) {
     auto it = held_.find(id);
     int64_t have = it == held_.end() ? 0 : it->second;
     int64_t need = pages_for(tokens) - have;
@@ -24,7 +24,7 @@ bool paged_capacity::allocate(uint64_t id, int64_t tokens) {
     return true;
 }
 
-void paged_capacity::free(uint64_t id) {
+void paged_capacity::free(sequence_id id) {
     auto it = held_.find(id);
     if (it == held_.end()) return;
     free_pages_ += it->second;
@@ -35,7 +35,7 @@ capacity_stats paged_capacity::stats() const {
     return {num_pages_, free_pages_, page_size_, static_cast<int64_t>(held_.size())};
 }
 
-int64_t paged_capacity::pages_held(uint64_t id) const {
+int64_t paged_capacity::pages_held(sequence_id id) const {
     auto it = held_.find(id);
     return it == held_.end() ? 0 : it->second;
 }

@@ -268,8 +268,8 @@ void scheduler::admit() {
             }
             break;  // wait for a running request to end
         }
-        TANDEM_CHECK(capacity_->allocate(r.id, need));
         r.sequence = *seq;
+        TANDEM_CHECK(capacity_->allocate(r.sequence, need));
         r.computed = 0;
         transition(r.state, request_state::prefilling,
                    r.started ? fmt::format("re-admitted: recompute {} tokens", need)
@@ -283,10 +283,10 @@ void scheduler::admit() {
 void scheduler::end_request(request& r, request_state to, finish_reason why, status err,
                             std::string reason) {
     if (r.sequence >= 0) {
+        capacity_->free(r.sequence);
         executor_->free_sequence(r.sequence);
         r.sequence = -1;
     }
-    capacity_->free(r.id);
     r.reason = why;
     r.error = std::move(err);
     transition(r.state, to, std::move(reason));

@@ -19,7 +19,7 @@ namespace tandem::engine {
 void scheduler::reserve_capacity() {
     for (size_t i = 0; i < running_.size(); ++i) {
         request& r = *running_[i];
-        while (!capacity_->allocate(r.id, r.total_tokens())) {
+        while (!capacity_->allocate(r.sequence, r.total_tokens())) {
             TANDEM_CHECK_MSG(running_.size() > 1 || i > 0,
                              "a lone request does not fit in the cache");
             preempt_newest();
@@ -31,9 +31,9 @@ void scheduler::reserve_capacity() {
 void scheduler::preempt_newest() {
     std::unique_ptr<request> r = std::move(running_.back());
     running_.pop_back();
+    capacity_->free(r->sequence);
     executor_->free_sequence(r->sequence);
     r->sequence = -1;
-    capacity_->free(r->id);
     transition(r->state, request_state::queued,
                fmt::format("preempted: cache full; {} tokens to recompute", r->total_tokens()));
     r->computed = 0;
