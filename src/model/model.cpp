@@ -19,12 +19,6 @@ void model_impl::linear(const std::vector<float>& x, int64_t rows, const tensor&
     cpu::linear(*pool, x.data(), rows, in, wt.ptr(), in, out, y.data(), out);
 }
 
-void model_impl::init_state(sequence_state& s) const {
-    s.length = 0;
-    s.layers.assign(static_cast<size_t>(cfg.num_hidden_layers), layer_state{});
-    for (auto& ls : s.layers) ls.window.assign(static_cast<size_t>(cfg.sliding_window * cfg.head_dim), 0.0f);
-}
-
 void model_impl::run_layer(int64_t layer, const batch& b, std::vector<float>& h) {
     const int64_t T = b.rows, n = cfg.hc_mult, d = cfg.hidden_size;
     const layer_weights& lw = w.layers[static_cast<size_t>(layer)];
@@ -72,14 +66,6 @@ model::~model() = default;
 
 const model_config& model::config() const { return impl_->cfg; }
 
-sequence_handle model::new_sequence() const {
-    auto* s = new sequence_state();
-    impl_->init_state(*s);
-    return sequence_handle(s, [](sequence_state* p) { delete p; });
-}
-
-int64_t model::sequence_length(const sequence_state& s) { return s.length; }
-
 result<std::unique_ptr<model>> model::load(const std::string& dir, const model_options& opt) {
     namespace fs = std::filesystem;
     auto cfg = load_model_config((fs::path(dir) / "config.json").string());
@@ -100,19 +86,37 @@ result<std::unique_ptr<model>> model::load(const std::string& dir, const model_o
     return std::unique_ptr<model>(new model(std::move(impl)));
 }
 
-result<forward_output> model::forward(std::span<const forward_item> items) {
+namespace {
+
+// The pool must be laid out for this model: same layers, kinds and row widths.
+status check_pool_layout(const model_config& c, const cache::layout_spec& l) {
+    if (l.num_layers() != c.num_layers_total() || l.window_rows() != c.sliding_window ||
+        l.kv_row().dims != c.head_dim || (c.index_n_heads > 0 && l.index_k_row().dims != c.index_head_dim))
+        return make_error(error_code::invalid_argument,
+                          fmt::format("cache pool layout ({}) does not belong to this model", l.describe()));
+    return status::ok();
+}
+
+}  // namespace
+
+result<forward_output> model::forward(cache::page_pool& pool, std::span<const forward_item> items) {
     model_impl& m = *impl_;
     const model_config& c = m.cfg;
+    TANDEM_RETURN_IF_ERROR(check_pool_layout(c, pool.layout()));
     batch b;
+    b.pool = &pool;
     for (size_t i = 0; i < items.size(); ++i) {
         const forward_item& it = items[i];
-        if (!it.state || it.tokens.empty())
-            return make_error(error_code::invalid_argument, fmt::format("batch item {}: no state or no tokens", i));
-        if (it.start_pos != it.state->length)
-            return make_error(error_code::invalid_argument,
-                              fmt::format("batch item {}: start_pos {} but the sequence holds {} tokens", i,
-                                          it.start_pos, it.state->length));
-        batch_seq s{b.rows, static_cast<int64_t>(it.tokens.size()), it.start_pos, it.state};
+        if (it.tokens.empty() || it.start_pos < 0)
+            return make_error(error_code::invalid_argument, fmt::format("batch item {}: no tokens", i));
+        if (!pool.is_current(it.slot))
+            return make_error(error_code::invalid_argument, fmt::format("batch item {}: stale sequence slot", i));
+        const int64_t end = it.start_pos + static_cast<int64_t>(it.tokens.size());
+        if (static_cast<int64_t>(pool.page_table(it.slot).size()) * pool.layout().page_size() < end)
+            return make_error(error_code::out_of_range,
+                              fmt::format("batch item {}: the slot's pages cover fewer than {} tokens "
+                                          "(call ensure_capacity first)", i, end));
+        batch_seq s{b.rows, static_cast<int64_t>(it.tokens.size()), it.start_pos, it.slot};
         for (size_t k = 0; k < it.tokens.size(); ++k) {
             int32_t tok = it.tokens[k];
             if (tok < 0 || tok >= c.vocab_size)
@@ -146,7 +150,6 @@ result<forward_output> model::forward(std::span<const forward_item> items) {
         auto begin = logits.begin() + static_cast<int64_t>(at * c.vocab_size);
         out.logits.emplace_back(begin, begin + static_cast<int64_t>(rows * c.vocab_size));
         at += rows;
-        items[i].state->length += static_cast<int64_t>(items[i].tokens.size());
     }
     return out;
 }

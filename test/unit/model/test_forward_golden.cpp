@@ -46,12 +46,11 @@ void compare_prompt(const golden_set& g, const golden_prompt& p, const std::vect
     }
 }
 
-std::vector<float> run_full(model& m, const std::vector<int32_t>& tokens) {
-    auto seq = m.new_sequence();
-    forward_item it{tokens, 0, seq.get(), true};
-    auto out = m.forward(std::span<const forward_item>(&it, 1));
-    REQUIRE_MESSAGE(out.is_ok(), out.error().message());
-    return std::move(out->logits[0]);
+std::vector<float> run_full(session& ss, const std::vector<int32_t>& tokens) {
+    cache::slot_ref s = ss.new_sequence();
+    auto logits = ss.run(s, tokens, 0, true);
+    ss.pool->free_sequence(s);
+    return logits;
 }
 
 }  // namespace
@@ -62,10 +61,9 @@ TEST_CASE("model: tiny checkpoint matches HF transformers logits (prefill, hf nu
         golden_set g = load_golden("tiny_seed" + std::to_string(seed));
         temp_dir dir("golden");
         make_checkpoint("tiny", seed, dir.str());
-        auto m = model::load(dir.str(), model_options{numerics_mode::hf, 2});
-        REQUIRE_MESSAGE(m.is_ok(), m.error().message());
+        session ss(dir.str(), 2);
         compare_stats st;
-        for (const auto& p : g.prompts) compare_prompt(g, p, run_full(**m, p.tokens), (*m)->config().vocab_size, st);
+        for (const auto& p : g.prompts) compare_prompt(g, p, run_full(ss, p.tokens), ss.m->config().vocab_size, st);
         MESSAGE("seed ", seed, ": worst |diff|/max|logit| = ", st.worst_ratio, " over ", st.positions,
                 " positions, near-tie argmax flips ", st.near_ties);
         CHECK(st.worst_ratio <= 1e-4);
@@ -77,17 +75,14 @@ TEST_CASE("model: token-by-token decode matches HF transformers logits") {
     golden_set g = load_golden("tiny_seed1");
     temp_dir dir("golden_decode");
     make_checkpoint("tiny", 1, dir.str());
-    auto m = model::load(dir.str(), model_options{numerics_mode::hf, 2});
-    REQUIRE(m.is_ok());
-    const int64_t vocab = (*m)->config().vocab_size;
+    session ss(dir.str(), 2);
+    const int64_t vocab = ss.m->config().vocab_size;
     const golden_prompt& p = g.prompts[3];  // 150 tokens: window, CSA top-k and HCA rows all in play
-    auto seq = (*m)->new_sequence();
+    cache::slot_ref seq = ss.new_sequence();
     std::vector<float> all;
     for (size_t t = 0; t < p.tokens.size(); ++t) {
-        forward_item it{std::span<const int32_t>(&p.tokens[t], 1), int64_t(t), seq.get(), false};
-        auto out = (*m)->forward(std::span<const forward_item>(&it, 1));
-        REQUIRE(out.is_ok());
-        all.insert(all.end(), out->logits[0].begin(), out->logits[0].end());
+        auto row = ss.run(seq, std::span<const int32_t>(&p.tokens[t], 1), int64_t(t), false);
+        all.insert(all.end(), row.begin(), row.end());
     }
     compare_stats st;
     compare_prompt(g, p, all, vocab, st);
