@@ -22,6 +22,7 @@
 #include "core/check.h"
 #include "cpu/kernels.h"
 #include "model/forward.h"
+#include "model/numerics.h"
 
 namespace tandem::model {
 
@@ -31,6 +32,7 @@ struct compressor_shape {
     int64_t m = 0;        // compress rate
     int64_t dim = 0;      // D' (row width)
     bool overlap = false; // CSA: two series, 2m-slot windows
+    bool indexer = false; // the indexer's compressor (FP4 simulation instead of FP8)
 };
 
 // Pools one closed window into out[dim] (softmax over slots, independently per feature).
@@ -61,7 +63,7 @@ void pool_window(const compressor_shape& s, const float* ring, float* out) {
 template <typename Emit>
 void run_compressor(const model_config& c, const compressor_shape& s, const compressor_weights& cw,
                     const rope_table& rope, const float* kv, const float* gate, int64_t n_tokens, int64_t start_pos,
-                    float* ring, Emit&& emit) {
+                    float* ring, bool official, Emit&& emit) {
     const int64_t m = s.m, D = s.dim, cd = (s.overlap ? 2 : 1) * D, F = 2 * cd, R = c.rope_head_dim;
     std::vector<float> pooled(static_cast<size_t>(D)), row(static_cast<size_t>(D));
     for (int64_t i = 0; i < n_tokens; ++i) {
@@ -73,6 +75,8 @@ void run_compressor(const model_config& c, const compressor_shape& s, const comp
         pool_window(s, ring, pooled.data());
         cpu::rms_norm(pooled.data(), cw.norm.ptr(), D, c.rms_norm_eps, row.data());
         rope.apply(&row[static_cast<size_t>(D - R)], pos + 1 - m, false);
+        if (official && s.indexer) indexer_fp4_sim(row.data(), D);
+        else if (official) kv_fp8_sim(row.data(), D - R, D);
         emit(pos / m, row.data());
         if (s.overlap) std::copy_n(ring + m * F, m * F, ring);  // this window becomes "previous"
     }
@@ -134,6 +138,7 @@ void model_impl::attention(int64_t layer, const batch& b, const std::vector<floa
     const cache::row_format& kv_fmt = pool_.layout().kv_row();
     const cache::row_format& ik_fmt = pool_.layout().index_k_row();
     const int32_t lid = static_cast<int32_t>(layer);
+    const bool official = opt.numerics == numerics_mode::official;
 
     // Projections (row-wise). kv rows are rounded to their storage format right away.
     std::vector<float> qr, q, kv;
@@ -145,6 +150,7 @@ void model_impl::attention(int64_t layer, const batch& b, const std::vector<floa
             cpu::rms_norm(&qr[r * ql], aw.q_norm.ptr(), ql, eps, &qr[r * ql]);
             cpu::rms_norm(&kv[r * D], aw.kv_norm.ptr(), D, eps, &kv[r * D]);
             rope.apply(&kv[r * D + N], b.pos[r], false);
+            if (official) kv_fp8_sim(&kv[r * D], N, D);
             round_trip(kv_fmt, &kv[r * D], scratch);
         }
     });
@@ -170,7 +176,7 @@ void model_impl::attention(int64_t layer, const batch& b, const std::vector<floa
             float* ring = pool_.compressor_state_for_write(s.slot, lid, sk);
             TANDEM_CHECK_MSG(ring != nullptr, "forward on a stale sequence slot");
             run_compressor(cfg, cs, cw, rope_compress, &ckv[s.row0 * cd], &cg[s.row0 * cd], s.rows, s.start_pos, ring,
-                           [&](int64_t wv, const float* row) {
+                           official, [&](int64_t wv, const float* row) {
                                std::byte* dst = pool_.row_for_write(s.slot, lid, bk, wv);
                                TANDEM_CHECK_MSG(dst != nullptr, "compressed row write rejected (sealed or stale page)");
                                cache::codec::encode_row(fmt, std::span<const float>(row, size_t(fmt.dims)), dst);
@@ -182,11 +188,14 @@ void model_impl::attention(int64_t layer, const batch& b, const std::vector<floa
         compress(aw.compressor, {m, D, lc.attention == attention_type::csa}, cache::state_kind::attn_compressor,
                  cache::buffer_kind::compressed_kv, kv_fmt);
     if (aw.has_indexer) {
-        compress(aw.idx_compressor, {m, Di, true}, cache::state_kind::index_compressor, cache::buffer_kind::index_k,
+        compress(aw.idx_compressor, {m, Di, true, true}, cache::state_kind::index_compressor, cache::buffer_kind::index_k,
                  ik_fmt);
         linear(qr, T, aw.idx_wq_b, qi);
         linear(x, T, aw.idx_weights_proj, iw);
-        for (int64_t i = 0; i < T * Hi; ++i) rope_compress.apply(&qi[i * Di + Di - R], b.pos[i / Hi], false);
+        for (int64_t i = 0; i < T * Hi; ++i) {
+            rope_compress.apply(&qi[i * Di + Di - R], b.pos[i / Hi], false);
+            if (official) indexer_fp4_sim(&qi[i * Di], Di);
+        }
     }
 
     // Decode each sequence's readable rows once: the window ring (positions before the chunk) and

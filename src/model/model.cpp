@@ -7,6 +7,7 @@
 
 #include "cpu/kernels.h"
 #include "model/forward.h"
+#include "model/numerics.h"
 #include "model/safetensors.h"
 
 namespace tandem::model {
@@ -16,6 +17,12 @@ namespace tandem::model {
 void model_impl::linear(const std::vector<float>& x, int64_t rows, const tensor& wt, std::vector<float>& y) const {
     const int64_t out = wt.shape[0], in = wt.shape[1];
     y.resize(static_cast<size_t>(rows * out));
+    if (opt.numerics == numerics_mode::official && wt.act_quant) {
+        std::vector<float> xq(x.begin(), x.begin() + rows * in);
+        for (int64_t r = 0; r < rows; ++r) act_quant_fp8(&xq[r * in], in);
+        cpu::linear(*pool, xq.data(), rows, in, wt.ptr(), in, out, y.data(), out);
+        return;
+    }
     cpu::linear(*pool, x.data(), rows, in, wt.ptr(), in, out, y.data(), out);
 }
 
@@ -81,8 +88,11 @@ result<std::unique_ptr<model>> model::load(const std::string& dir, const model_o
     impl->pool = std::make_unique<cpu::thread_pool>(opt.threads);
     impl->rope_main = make_rope_table(impl->cfg.rope_main, impl->cfg.head_dim);
     impl->rope_compress = make_rope_table(impl->cfg.rope_compress, impl->cfg.head_dim);
-    if (opt.numerics == numerics_mode::official)
-        return make_error(error_code::invalid_argument, "numerics = \"official\" is not implemented yet (use \"hf\")");
+    const int64_t di = impl->cfg.index_head_dim;
+    if (opt.numerics == numerics_mode::official && impl->cfg.index_n_heads > 0 && (di & (di - 1)) != 0)
+        return make_error(error_code::invalid_argument,
+                          fmt::format("numerics = \"official\" needs a power-of-two index_head_dim for the "
+                                      "Hadamard rotation (config has {})", di));
     return std::unique_ptr<model>(new model(std::move(impl)));
 }
 

@@ -195,6 +195,7 @@ void convert_slot(const weight_slot& s, const source& src, int64_t block) {
     for (int64_t dim : s.shape) n *= dim;
     out.data.resize(static_cast<size_t>(n));
     int64_t cols = s.shape.size() == 2 ? s.shape[1] : n;
+    out.act_quant = (src.fp4 || t.type == dtype::f8_e4m3) && s.name.find("wo_a") == std::string::npos;
     if (src.fp4) {
         int64_t sc_cols = src.scale->shape[1];
         for (int64_t i = 0; i < n; ++i) {

@@ -54,8 +54,9 @@ struct session {
     std::unique_ptr<cache::page_pool> pool;
 
     session(const std::string& dir, int threads, cache::kv_dtype kv = cache::kv_dtype::fp32,
-            cache::index_k_dtype ik = cache::index_k_dtype::fp32, int64_t memory = int64_t{256} << 20) {
-        auto r = model::load(dir, model_options{numerics_mode::hf, threads});
+            cache::index_k_dtype ik = cache::index_k_dtype::fp32, numerics_mode numerics = numerics_mode::hf,
+            int64_t memory = int64_t{256} << 20) {
+        auto r = model::load(dir, model_options{numerics, threads});
         REQUIRE_MESSAGE(r.is_ok(), r.error().message());
         m = std::move(r.value());
         auto layout = cache::layout_spec::create(m->config(), cache::layout_options{kv, ik, 128});
