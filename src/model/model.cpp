@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 
+#include "core/log.h"
 #include "cpu/kernels.h"
 #include "model/forward.h"
 #include "model/numerics.h"
@@ -79,8 +81,22 @@ result<std::unique_ptr<model>> model::load(const std::string& dir, const model_o
     if (!cfg) return cfg.error();
     auto ck = checkpoint::open_dir(dir);
     if (!ck) return ck.error();
-    auto weights = load_weights(*cfg, *ck);
+    // Progress for large checkpoints: one line per tenth of the bytes converted.
+    const auto t0 = std::chrono::steady_clock::now();
+    int last_tenth = 0;
+    auto progress = [&](int64_t done, int64_t total) {
+        if (total < (int64_t{256} << 20)) return;
+        const int tenth = static_cast<int>(done * 10 / total);
+        if (tenth == last_tenth) return;
+        last_tenth = tenth;
+        TANDEM_LOG_INFO("loading weights: {:.1f} / {:.1f} GiB ({}%)", double(done) / (1 << 30),
+                        double(total) / (1 << 30), tenth * 10);
+    };
+    auto weights = load_weights(*cfg, *ck, progress);
     if (!weights) return weights.error().with_context(dir);
+    TANDEM_LOG_INFO("loaded {} ({} tensors, {:.1f} MiB) in {:.2f} s", dir, ck->tensors().size(),
+                    double(ck->total_bytes()) / (1 << 20),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     auto impl = std::make_unique<model_impl>();
     impl->cfg = std::move(cfg.value());
     impl->w = std::move(weights.value());
