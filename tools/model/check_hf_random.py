@@ -68,13 +68,31 @@ def build(case, seed, vocab):
     return model
 
 
+def save_golden(out_dir, length):
+    """test/golden/model/hf_tester: a save_pretrained checkpoint (transformers' own naming,
+    hc_mult 2, HCA first, no MTP) with its full-sequence logits, for the CI unit test."""
+    model = build(CASES[0], 0, 512)
+    tokens = np.random.default_rng(0).integers(0, 512, size=length)
+    with torch.no_grad():
+        ref = model(torch.from_numpy(tokens).unsqueeze(0), use_cache=False).logits[0].numpy()
+    model.save_pretrained(out_dir)
+    tokens.astype(np.int32).tofile(os.path.join(out_dir, "tokens.i32"))
+    ref.astype(np.float32).tofile(os.path.join(out_dir, "logits.f32"))
+    print(f"wrote {out_dir}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tool", default="build/bench/model/model_logits")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--len", type=int, default=120)
     ap.add_argument("--chunk", type=int, default=0, help="also feed tandem in chunks of N (0: one call)")
+    ap.add_argument("--save-golden", default="",
+                    help="write the first case (seed 0) as a stored golden: checkpoint + tokens + logits")
     args = ap.parse_args()
+    if args.save_golden:
+        save_golden(args.save_golden, args.len)
+        return 0
     vocab = 512
     failures = 0
     for case in CASES:

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 
 #include "model_test_util.h"
 
@@ -88,4 +90,46 @@ TEST_CASE("model: token-by-token decode matches HF transformers logits") {
     compare_prompt(g, p, all, vocab, st);
     CHECK(st.worst_ratio <= 1e-4);
     CHECK(st.argmax_mismatch == 0);
+}
+
+TEST_CASE("model: a transformers save_pretrained checkpoint (hc_mult 2, HCA first, no MTP) matches HF") {
+    // Written by tools/model/check_hf_random.py --save-golden: transformers' own tensor naming,
+    // every parameter randomized, logits of one full-sequence HF forward.
+    const std::string dir = std::string(TANDEM_SOURCE_ROOT) + "/test/golden/model/hf_tester";
+    auto read = [&](const char* name) {
+        std::ifstream f(dir + "/" + name, std::ios::binary);
+        REQUIRE(f.good());
+        return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    };
+    const auto tok_bytes = read("tokens.i32"), logit_bytes = read("logits.f32");
+    std::vector<int32_t> tokens(tok_bytes.size() / 4);
+    std::memcpy(tokens.data(), tok_bytes.data(), tok_bytes.size());
+    std::vector<float> ref(logit_bytes.size() / 4);
+    std::memcpy(ref.data(), logit_bytes.data(), logit_bytes.size());
+    session ss(dir, 2);
+    const int64_t vocab = ss.m->config().vocab_size;
+    REQUIRE(int64_t(ref.size()) == int64_t(tokens.size()) * vocab);
+    for (size_t chunk : {tokens.size(), size_t(5)}) {
+        CAPTURE(chunk);
+        cache::slot_ref s = ss.new_sequence();
+        std::vector<float> got;
+        for (size_t at = 0; at < tokens.size(); at += chunk) {
+            const size_t n = std::min(chunk, tokens.size() - at);
+            auto rows = ss.run(s, std::span<const int32_t>(&tokens[at], n), int64_t(at), true);
+            got.insert(got.end(), rows.begin(), rows.end());
+        }
+        ss.pool->free_sequence(s);
+        double worst = 0;
+        int flips = 0;
+        for (size_t t = 0; t < tokens.size(); ++t) {
+            const float* a = &got[t * vocab];
+            const float* b = &ref[t * vocab];
+            double mx = 0, diff = 0;
+            for (int64_t v = 0; v < vocab; ++v) mx = std::max(mx, double(std::fabs(b[v]))), diff = std::max(diff, double(std::fabs(a[v] - b[v])));
+            worst = std::max(worst, diff / mx);
+            flips += (std::max_element(a, a + vocab) - a) != (std::max_element(b, b + vocab) - b);
+        }
+        CHECK(worst <= 1e-4);
+        CHECK(flips == 0);
+    }
 }
