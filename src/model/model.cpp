@@ -70,6 +70,19 @@ void model_impl::run_head(const std::vector<float>& h, const std::vector<int64_t
 
 // ---- model ----------------------------------------------------------------------------------
 
+result<model_options> model_options_from(const std::string& numerics, int64_t threads) {
+    model_options o;
+    if (numerics == "hf") o.numerics = numerics_mode::hf;
+    else if (numerics == "official") o.numerics = numerics_mode::official;
+    else
+        return make_error(error_code::invalid_argument,
+                          fmt::format("model.numerics: '{}' is not one of hf, official", numerics));
+    if (threads < 0 || threads > 4096)
+        return make_error(error_code::out_of_range, fmt::format("backend.threads: {} outside [0, 4096]", threads));
+    o.threads = static_cast<int>(threads);
+    return o;
+}
+
 model::model(std::unique_ptr<model_impl> impl) : impl_(std::move(impl)) {}
 model::~model() = default;
 

@@ -41,6 +41,9 @@ struct model_options {
     int threads = 0;  // CPU worker threads; 0 = all cores
 };
 
+// From config.model.numerics ("hf" | "official") and config.backend.threads; errors name the key.
+result<model_options> model_options_from(const std::string& numerics, int64_t threads);
+
 // One sequence's slice of a batch.
 struct forward_item {
     std::span<const int32_t> tokens;  // new token ids

@@ -69,3 +69,14 @@ TEST_CASE("make-model: every preset's config is valid and its tensor list consis
         CHECK(expected_weights(*reparsed).size() == expected_weights(*cfg).size());
     }
 }
+
+TEST_CASE("model: options from the config keys") {
+    auto ok = model_options_from("official", 3);
+    REQUIRE(ok.is_ok());
+    CHECK(ok->numerics == numerics_mode::official);
+    CHECK(ok->threads == 3);
+    auto bad = model_options_from("fast", 0);
+    REQUIRE_FALSE(bad.is_ok());
+    CHECK(bad.error().message().find("model.numerics") != std::string::npos);
+    CHECK_FALSE(model_options_from("hf", -1).is_ok());
+}
