@@ -200,8 +200,10 @@ void model_impl::moe(int64_t layer, const batch& b, const std::vector<float>& x,
             float sum = 0.0f;
             for (int32_t e : sel) sum += s[e];
             auto& route = routes[static_cast<size_t>(r)];
+            // HF adds 1e-20 to the denominator; the official reference does not.
+            const float denom = opt.numerics == numerics_mode::official ? sum : sum + 1e-20f;
             for (int32_t e : sel)
-                route.emplace_back(e, s[e] / (sum + 1e-20f) * static_cast<float>(cfg.routed_scaling_factor));
+                route.emplace_back(e, s[e] / denom * static_cast<float>(cfg.routed_scaling_factor));
             std::sort(route.begin(), route.end());
         }
     });
@@ -223,11 +225,17 @@ void model_impl::moe(int64_t layer, const batch& b, const std::vector<float>& x,
         linear(xe, n, ew.w1, g);
         linear(xe, n, ew.w3, u);
         for (int64_t i = 0; i < n; ++i) swiglu(&g[i * I], &u[i * I], I, limit, &act[i * I]);
+        // The routing weight multiplies after w2 in HF, before w2 in the official reference.
+        const bool weight_first = opt.numerics == numerics_mode::official;
+        auto weight_of = [&](int64_t i) { return routes[static_cast<size_t>(rows[i])][static_cast<size_t>(slots[i])].second; };
+        if (weight_first)
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = 0; j < I; ++j) act[i * I + j] *= weight_of(i);
         linear(act, n, ew.w2, y);
         for (int64_t i = 0; i < n; ++i) {
-            float wt = routes[static_cast<size_t>(rows[i])][static_cast<size_t>(slots[i])].second;
+            const float wt = weight_first ? 1.0f : weight_of(i);
             float* dst = &contrib[static_cast<size_t>(rows[i])][static_cast<size_t>(slots[i] * d)];
-            for (int64_t j = 0; j < d; ++j) dst[j] = y[i * d + j] * wt;
+            for (int64_t j = 0; j < d; ++j) dst[j] = weight_first ? y[i * d + j] : y[i * d + j] * wt;
         }
     }
     // Shared expert over all rows.

@@ -2,8 +2,9 @@
 //
 // A batch is a list of rows (one per new token, sequences back to back). Row-wise work (linears,
 // norms, mHC, MoE) runs over all rows at once; attention and the compressors run per sequence,
-// reading and extending its sequence_state. Every per-row result depends only on that row's
+// reading and extending its state in the cache pool. Every per-row result depends only on that row's
 // inputs and its sequence's state, never on the other rows (batch invariance).
+// Per-sequence state lives in the cache pool; `batch::pool` is the pool of the current call.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 #include "cpu/thread_pool.h"
 #include "model/model.h"
 #include "model/model_config.h"
-#include "model/sequence_state.h"
+#include "cache/page_pool.h"
 #include "model/weights.h"
 
 namespace tandem::model {
@@ -28,7 +29,7 @@ rope_table make_rope_table(const rope_config& r, int64_t head_dim);
 
 struct batch_seq {
     int64_t row0 = 0, rows = 0, start_pos = 0;
-    sequence_state* state = nullptr;
+    cache::slot_ref slot;
 };
 
 struct batch {
@@ -36,6 +37,7 @@ struct batch {
     std::vector<int32_t> token;  // [rows]
     std::vector<int64_t> pos;    // [rows]
     std::vector<batch_seq> seqs;
+    cache::page_pool* pool = nullptr;
 };
 
 class model_impl {
@@ -45,8 +47,6 @@ public:
     model_options opt;
     std::unique_ptr<cpu::thread_pool> pool;
     rope_table rope_main, rope_compress;
-
-    void init_state(sequence_state& s) const;
 
     // h: [rows, n, d] residual streams, updated in place through every block.
     void run_layer(int64_t layer, const batch& b, std::vector<float>& h);

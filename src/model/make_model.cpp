@@ -259,10 +259,13 @@ result<model_config> preset_config(const std::string& preset) {
     int64_t hash_layers = 0;
     if (preset == "tiny") {
         // Window 8, CSA rate 4, HCA rate 16, top-4: a 64-token prompt already uses all of them.
-        c.hidden_size = 64, c.num_attention_heads = 4, c.head_dim = 32, c.rope_head_dim = 8;
+        // head_dim 128 with 64 rope dims keeps the nope part a multiple of the FP8 KV block (64)
+        // and index_head_dim a multiple of the FP4 block (32), so every cache dtype applies.
+        // 16 indexer heads make exactly tied (all-ReLU-zero) indexer scores rare.
+        c.hidden_size = 64, c.num_attention_heads = 4, c.head_dim = 128, c.rope_head_dim = 64;
         c.q_lora_rank = 32, c.o_groups = 2, c.o_lora_rank = 16, c.sliding_window = 8;
         c.compress_rate_csa = 4, c.compress_rate_hca = 16;
-        c.index_n_heads = 16, c.index_head_dim = 16, c.index_topk = 4;
+        c.index_n_heads = 16, c.index_head_dim = 128, c.index_topk = 4;
         c.n_routed_experts = 8, c.num_experts_per_tok = 2, c.moe_intermediate_size = 32;
         c.hc_mult = 4, c.hc_sinkhorn_iters = 20;
         attn = {attention_type::sliding, attention_type::csa, attention_type::hca, attention_type::csa,

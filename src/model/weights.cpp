@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "model/dtype.h"
@@ -45,18 +46,68 @@ float load_float(const uint8_t* p, dtype t) {
     }
 }
 
+// One spelling for every naming scheme we meet: the upstream names (optionally `model.`-
+// prefixed), transformers' internal module paths, and the hybrid that transformers'
+// save_pretrained writes (its conversion rules partly reverted). The canonical form is the
+// internal path without `model.`, obtained by applying transformers' "deepseek_v4" renaming
+// rules in their order to the key with any `model.` prefix removed. The same function maps our
+// upstream slot names, so a checkpoint key and a slot meet when their canonical forms agree.
+std::string canonical_name(std::string k) {
+    if (k.rfind("model.", 0) == 0) k.erase(0, 6);
+    auto replace_all = [&](const std::string& from, const std::string& to) {
+        for (size_t at = k.find(from); at != std::string::npos; at = k.find(from, at + to.size()))
+            k.replace(at, from.size(), to);
+    };
+    auto replace_prefix = [&](const std::string& from, const std::string& to) {
+        if (k.rfind(from, 0) == 0) k.replace(0, from.size(), to);
+    };
+    replace_all(".attn.", ".self_attn.");
+    replace_all(".ffn.", ".mlp.");
+    replace_all(".indexer.compressor.", ".compressor.indexer.");
+    replace_prefix("embed.weight", "embed_tokens.weight");
+    replace_prefix("head.weight", "lm_head.weight");
+    replace_prefix("hc_head_fn", "hc_head.hc_fn");
+    replace_prefix("hc_head_base", "hc_head.hc_base");
+    replace_prefix("hc_head_scale", "hc_head.hc_scale");
+    replace_all(".attn_norm.", ".input_layernorm.");
+    replace_all(".ffn_norm.", ".post_attention_layernorm.");
+    for (const char* site : {"attn", "ffn"})
+        for (const char* part : {"fn", "base", "scale"})
+            replace_all(fmt::format(".hc_{}_{}", site, part), fmt::format(".{}_hc.{}", site, part));
+    replace_all(".attn_sink", ".sinks");
+    replace_all(".indexer.weights_proj.", ".compressor.indexer.scorer.weights_proj.");
+    replace_all(".indexer.wq_b.", ".compressor.indexer.q_b_proj.");
+    replace_all(".norm.", ".kv_norm.");
+    replace_all(".ape", ".position_bias");
+    replace_all(".wq_a.", ".q_a_proj.");
+    replace_all(".self_attn.wq_b.", ".self_attn.q_b_proj.");
+    replace_all(".wkv.", ".kv_proj.");
+    replace_all(".wgate.", ".gate_proj.");
+    replace_all(".wo_a.", ".o_a_proj.");
+    replace_all(".wo_b.", ".o_b_proj.");
+    replace_all(".q_norm.", ".q_a_norm.");
+    replace_all(".gate.bias", ".gate.e_score_correction_bias");
+    replace_all(".shared_experts.w1.", ".shared_experts.gate_proj.");
+    replace_all(".shared_experts.w2.", ".shared_experts.down_proj.");
+    replace_all(".shared_experts.w3.", ".shared_experts.up_proj.");
+    return k;
+}
+
 class planner {
 public:
-    planner(const model_config& c, const checkpoint& ck) : c_(c), ck_(ck) {}
+    planner(const model_config& c, const checkpoint& ck) : c_(c), ck_(ck) {
+        for (const auto& [name, view] : ck.tensors()) {
+            auto [it, fresh] = by_canonical_.emplace(canonical_name(name), view);
+            if (!fresh)
+                problems.push_back(fmt::format("tensors '{}' and '{}' name the same weight", it->second->name, name));
+        }
+    }
 
     const tensor_view* lookup(const std::string& name) {
-        for (const std::string& n : {name, "model." + name}) {
-            if (const tensor_view* t = ck_.find(n)) {
-                used_.insert(n);
-                return t;
-            }
-        }
-        return nullptr;
+        auto it = by_canonical_.find(canonical_name(name));
+        if (it == by_canonical_.end()) return nullptr;
+        used_.insert(it->second->name);
+        return it->second;
     }
 
     // Scale tensor of a quantized weight `<base>.weight`: `<base>.scale` or `<base>.weight_scale_inv`.
@@ -79,10 +130,6 @@ public:
     source plan_slot(const weight_slot& s) {
         source src;
         const tensor_view* t = lookup(s.name);
-        if (!t && !s.hf_name.empty()) {
-            t = ck_.find(s.hf_name);
-            if (t) used_.insert(s.hf_name);
-        }
         if (!t && s.kind == weight_kind::expert) return plan_fused_expert(s);
         if (!t) {
             problems.push_back(fmt::format("missing tensor '{}'{}", s.name,
@@ -129,17 +176,11 @@ public:
         source src;
         std::string base = fmt::format("model.layers.{}.mlp.experts.", s.layer);
         std::string name = base + (s.which == 2 ? "down_proj" : "gate_up_proj");
-        const tensor_view* t = ck_.find(name);
+        const tensor_view* t = lookup(name);
         if (!t) {
-            if (s.expert == 0 && s.which == 1)
-                problems.push_back(fmt::format("missing tensor '{}' (or '{}')", s.name, name));
-            else if (!ck_.find(base + "gate_up_proj") && !ck_.find(base + "down_proj"))
-                ;  // reported once above
-            else
-                problems.push_back(fmt::format("missing tensor '{}' (or '{}')", s.name, name));
+            problems.push_back(fmt::format("missing tensor '{}' (or the fused '{}')", s.name, name));
             return src;
         }
-        used_.insert(name);
         int64_t E = c_.n_routed_experts, I = c_.moe_intermediate_size, d = c_.hidden_size;
         std::vector<int64_t> want = s.which == 2 ? std::vector<int64_t>{E, d, I} : std::vector<int64_t>{E, 2 * I, d};
         if (t->shape != want || !is_float(t->type)) {
@@ -167,14 +208,13 @@ public:
         }
     }
 
-    void mark_used(const std::string& name) { used_.insert(name); }
-
     std::vector<std::string> problems;
 
 private:
     const model_config& c_;
     const checkpoint& ck_;
     std::set<std::string> used_;
+    std::map<std::string, const tensor_view*> by_canonical_;
 };
 
 void convert_slot(const weight_slot& s, const source& src, int64_t block) {
@@ -195,6 +235,7 @@ void convert_slot(const weight_slot& s, const source& src, int64_t block) {
     for (int64_t dim : s.shape) n *= dim;
     out.data.resize(static_cast<size_t>(n));
     int64_t cols = s.shape.size() == 2 ? s.shape[1] : n;
+    out.act_quant = (src.fp4 || t.type == dtype::f8_e4m3) && s.name.find("wo_a") == std::string::npos;
     if (src.fp4) {
         int64_t sc_cols = src.scale->shape[1];
         for (int64_t i = 0; i < n; ++i) {

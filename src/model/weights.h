@@ -27,6 +27,9 @@ class checkpoint;
 struct tensor {
     std::vector<int64_t> shape;
     std::vector<float> data;
+    // The checkpoint stored it FP8/FP4: numerics "official" quantizes the activations entering
+    // it to FP8 (except wo_a, which the official runtime dequantizes to bf16).
+    bool act_quant = false;
     const float* ptr() const { return data.data(); }
     bool empty() const { return data.empty(); }
 };

@@ -9,11 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "cache/layout.h"
+#include "cache/page_pool.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "tandem_build_config.h"
 
 namespace tandem::model::testing {
+
+namespace cache = tandem::cache;
 
 struct temp_dir {
     std::filesystem::path path;
@@ -43,6 +47,45 @@ inline void make_checkpoint(const std::string& preset, uint64_t seed, const std:
     status st = write_random_checkpoint(*cfg, dir, opt);
     REQUIRE_MESSAGE(st.is_ok(), st.message());
 }
+
+// A model plus a cache pool laid out for it: what the engine will hold.
+struct session {
+    std::unique_ptr<model> m;
+    std::unique_ptr<cache::page_pool> pool;
+
+    session(const std::string& dir, int threads, cache::kv_dtype kv = cache::kv_dtype::fp32,
+            cache::index_k_dtype ik = cache::index_k_dtype::fp32, numerics_mode numerics = numerics_mode::hf,
+            int64_t memory = int64_t{256} << 20) {
+        auto r = model::load(dir, model_options{numerics, threads});
+        REQUIRE_MESSAGE(r.is_ok(), r.error().message());
+        m = std::move(r.value());
+        auto layout = cache::layout_spec::create(m->config(), cache::layout_options{kv, ik, 128});
+        REQUIRE_MESSAGE(layout.is_ok(), layout.error().message());
+        auto p = cache::page_pool::create(*layout, cache::pool_options{memory, 8});
+        REQUIRE_MESSAGE(p.is_ok(), p.error().message());
+        pool = std::move(p.value());
+    }
+
+    cache::slot_ref new_sequence() {
+        cache::slot_ref s = pool->alloc_sequence(1);
+        REQUIRE(s.valid());
+        pool->reset_sequence_state(s);
+        return s;
+    }
+
+    // Runs items after making sure every slot has the pages it needs.
+    result<forward_output> forward(std::vector<forward_item> items) {
+        for (const auto& it : items)
+            REQUIRE(pool->ensure_capacity(it.slot, it.start_pos + int64_t(it.tokens.size())));
+        return m->forward(*pool, items);
+    }
+
+    std::vector<float> run(cache::slot_ref s, std::span<const int32_t> tokens, int64_t start, bool all) {
+        auto out = forward({forward_item{tokens, start, s, all}});
+        REQUIRE_MESSAGE(out.is_ok(), out.error().message());
+        return std::move(out->logits[0]);
+    }
+};
 
 struct golden_prompt {
     std::vector<int32_t> tokens;
