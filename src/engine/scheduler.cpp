@@ -161,11 +161,22 @@ bool scheduler::wait_for_work() {
         // Queued requests with nothing running are always admissible (a lone request fits
         // the cache), so only an empty scheduler sleeps.
         if (!waiting_.empty()) break;
+        check_idle_integrity();
         heartbeat_->set_pending(false);
         inbox_cv_.wait(lock);
     }
     heartbeat_->set_pending(true);
     return true;
+}
+
+// With no request left, nothing may hold cache or model state and no request may be lost:
+// a leak found here is found at the step that went idle, not at the next overload.
+void scheduler::check_idle_integrity() const {
+    TANDEM_CHECK(waiting_.empty() && running_.empty() && ended_.empty());
+    TANDEM_CHECK_MSG(live_.empty(), "a request is known but in no queue");
+    const capacity_stats cs = capacity_->stats();
+    TANDEM_CHECK_MSG(cs.sequences == 0 && cs.pages_free == cs.pages_total,
+                     "cache capacity leaked by an ended request");
 }
 
 void scheduler::step() {
@@ -181,10 +192,9 @@ void scheduler::step() {
     reserve_capacity();
     step_plan plan = build_plan();
     if (!plan.items.empty()) {
-        step_output out;
-        status st = executor_->execute(plan, out);
+        status st = executor_->execute(plan, out_);
         if (st.is_ok()) {
-            sample_and_commit(plan, out);
+            sample_and_commit(plan, out_);
         } else {
             for (const plan_item& it : plan.items) {
                 auto found = live_.find(it.request);

@@ -87,6 +87,7 @@ private:
     void sweep_ended();
     void shutdown();
     void publish_stats();
+    void check_idle_integrity() const;
 
     // scheduler_step.cpp: plan, preemption, sampling, emission.
     void reserve_capacity();
@@ -123,7 +124,8 @@ private:
     std::vector<std::unique_ptr<request>> ended_;    // terminal, final event not yet sent
     std::unordered_map<request_id, request*> live_;
     uint64_t step_no_ = 0;
-    std::vector<float> scratch_;
+    step_output out_;              // reused every step: no per-step logits allocation
+    std::vector<float> scratch_;   // the sampler's working row
 
     // Published for stats() (relaxed atomics: a scrape may mix two steps).
     struct counters {
