@@ -34,14 +34,13 @@ fi
 if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 
 # --- Python venv for tests, reference tools and benchmark clients (never used by the server) ----
-req=etc/requirements-dev.txt
 stamp=.venv/.requirements.sha256
 want=$(cat etc/requirements-*.txt | sha256sum | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "creating the Python venv (.venv) from etc/requirements-*.txt"
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r "$req"
+  for req in etc/requirements-*.txt; do .venv/bin/python -m pip install -q -r "$req"; done
   echo "$want" > "$stamp"
 fi
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "api/serve.h"
+#include "cache/plan_command.h"
 #include "core/cli.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -47,7 +48,10 @@ int main(int argc, char** argv) {
     log::set_level(lvl);
 
     if (opt->command == "serve") return api::run_server(*cfg);
-    if (opt->command == "make-model")
-        return model::run_make_model_command(opt->preset, opt->out_dir, opt->seed, opt->tokenizer_dir);
-    return fail_usage("command '" + opt->command + "' is not available in this build yet");
+    if (opt->command == "plan") return cache::run_plan_command(*cfg, opt->json);
+    if (opt->command == "make-model") {
+        return model::run_make_model_command(opt->preset, opt->out_dir, opt->seed,
+                                             opt->tokenizer_dir);
+    }
+    return fail_usage("unknown command '" + opt->command + "'");
 }

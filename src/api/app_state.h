@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/liveness.h"
 #include "engine/engine.h"
+#include "text/tokenizer.h"
 #include "http/server.h"
 
 namespace tandem::api {
@@ -35,8 +36,15 @@ public:
     void set_state(serving_state s, std::string detail = {});
     std::string state_detail() const;
 
+    // Model outputs whose tool-call markup could not be parsed (returned as content).
+    std::atomic<int64_t> tool_call_parse_failures{0};
+
     void attach_server(const http::server* srv) { server_ = srv; }
     const http::server* server() const { return server_; }
+
+    // Set at startup, before serving; null while starting.
+    void attach_tokenizer(std::shared_ptr<const text::tokenizer> tok) { std::atomic_store(&tokenizer_, std::move(tok)); }
+    std::shared_ptr<const text::tokenizer> tokenizer() const { return std::atomic_load(&tokenizer_); }
 
     // Set once the model is loaded and the engine runs; null while starting.
     void attach_engine(engine::engine* e) { engine_.store(e); }
@@ -56,6 +64,7 @@ private:
     std::string detail_ = "starting";
     const http::server* server_ = nullptr;
     std::atomic<engine::engine*> engine_{nullptr};
+    std::shared_ptr<const text::tokenizer> tokenizer_;
     mutable std::mutex tracked_mu_;
     std::unordered_map<std::string, std::vector<engine::request_id>> tracked_;
 };

@@ -15,6 +15,9 @@ void handle_metrics(app_state& app, const http::request&, const http::responder&
     std::string text;
     metric(text, "tandem_up", "gauge", "1 while serving, 0 while starting or stopping",
            app.state() == serving_state::serving ? 1 : 0);
+    metric(text, "tandem_tool_call_parse_failures_total", "counter",
+           "Responses whose tool-call markup was malformed (returned as content)",
+           app.tool_call_parse_failures.load());
     if (const http::server* srv = app.server()) {
         const http::server_stats& s = srv->stats();
         metric(text, "tandem_http_connections_open", "gauge", "Open HTTP connections",

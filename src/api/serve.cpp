@@ -11,6 +11,8 @@
 #include "core/gpu_probe.h"
 #include "core/log.h"
 #include "http/server.h"
+#include "cache/plan_command.h"
+#include "text/tokenizer.h"
 
 namespace tandem::api {
 namespace {
@@ -64,6 +66,30 @@ void raise_descriptor_limit(int64_t wanted) {
     }
 }
 
+// Loading runs beside the HTTP loop, so /health can say "starting" (503) instead of refusing
+// connections while a large checkpoint loads.
+status load_serving_state(app_state& app) {
+    const config& cfg = app.cfg();
+    std::string tok_path = cfg.model.path + "/tokenizer.json";
+    app.set_state(serving_state::starting, "loading the tokenizer from " + tok_path);
+    auto tok = text::tokenizer::load_file(tok_path);
+    if (!tok) return tok.error().with_context("model.path = \"" + cfg.model.path + "\"");
+    app.attach_tokenizer(*tok);
+    TANDEM_LOG_INFO("tokenizer: {} ids from {}", (*tok)->id_count(), tok_path);
+
+    app.set_state(serving_state::starting, "planning the cache layout");
+    auto plan = cache::make_cache_plan(cfg);
+    if (!plan) return plan.error();
+    std::string summary = cache::render_plan_text(*plan);
+    for (size_t start = 0; start < summary.size();) {  // one log line per summary line
+        size_t end = summary.find('\n', start);
+        if (end == std::string::npos) end = summary.size();
+        TANDEM_LOG_INFO("{}", std::string_view(summary).substr(start, end - start));
+        start = end + 1;
+    }
+    return status::ok();
+}
+
 }  // namespace
 
 int run_server(const config& cfg) {
@@ -86,11 +112,26 @@ int run_server(const config& cfg) {
     }
     TANDEM_LOG_INFO("listening on http://{}:{} (topology {}, model {})", cfg.server.host, *port,
                     cfg.topology.mode, cfg.model.served_name);
-    app.set_state(serving_state::serving);
+    int exit_code = 0;
+    std::thread loader([&] {
+        status st = load_serving_state(app);
+        if (!st) {
+            TANDEM_LOG_ERROR("startup failed: {}", st.message());
+            app.set_state(serving_state::failed, st.message());
+            exit_code = 1;
+            srv.shutdown();
+            return;
+        }
+        app.set_state(serving_state::serving);
+        TANDEM_LOG_INFO("serving");
+    });
     srv.run();
-    app.set_state(serving_state::stopping);
-    TANDEM_LOG_INFO("shut down cleanly");
-    return 0;
+    loader.join();
+    if (exit_code == 0) {
+        app.set_state(serving_state::stopping);
+        TANDEM_LOG_INFO("shut down cleanly");
+    }
+    return exit_code;
 }
 
 }  // namespace tandem::api

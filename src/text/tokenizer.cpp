@@ -259,6 +259,10 @@ std::string_view tokenizer::token_bytes(token_id id) const {
     return impl_->bytes_by_id[id];
 }
 
+bool tokenizer::contains(token_id id) const {
+    return id >= 0 && id < id_count() && (impl_->flags_by_id[id] & token_exists);
+}
+
 bool tokenizer::is_special(token_id id) const {
     return id >= 0 && id < id_count() && (impl_->flags_by_id[id] & token_special);
 }

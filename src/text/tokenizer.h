@@ -52,6 +52,7 @@ public:
     result<std::string> decode(std::span<const token_id> ids, bool skip_special = false) const;
     // Raw bytes of one token (may be part of a UTF-8 character); empty view for unknown ids.
     std::string_view token_bytes(token_id id) const;
+    bool contains(token_id id) const;  // the id names a token (vocabulary holes do not)
     bool is_special(token_id id) const;
     bool is_added(token_id id) const;
 

@@ -2,10 +2,10 @@
 """Golden logits from HF transformers' DeepseekV4ForCausalLM for tandem's generated checkpoints.
 
 Dev-only (CI never runs it). Needs its own venv with the pinned packages of
-etc/requirements-model.txt:
+tools/model/requirements.txt:
 
     python3 -m venv tools/model/.venv
-    tools/model/.venv/bin/pip install -r etc/requirements-model.txt
+    tools/model/.venv/bin/pip install -r tools/model/requirements.txt
     tools/model/.venv/bin/python tools/model/golden_hf.py --tandem build/tandem --seed 1
 
 It runs `tandem make-model --preset tiny --seed S` into a temp dir (the unit test regenerates the
