@@ -296,7 +296,7 @@ result<model_config> preset_config(const std::string& preset) {
         hash_layers = 3;
     } else {
         return make_error(error_code::invalid_argument,
-                          fmt::format("unknown preset '{}' (valid: {})", preset, fmt::join(preset_names(), ", ")));
+                          fmt::format("unknown preset '{}' (valid: tiny, small, flash-shape)", preset));
     }
     c.nope_head_dim = c.head_dim - c.rope_head_dim;
     double prf = static_cast<double>(c.rope_head_dim) / static_cast<double>(c.head_dim);

@@ -91,7 +91,7 @@ bool parse_entry(const std::string& name, simdjson::dom::element e, int64_t data
     }
     if (end - begin != expected) {
         problems.push_back(fmt::format("tensor '{}': {} bytes stored but shape {} × {} needs {}",
-                                       name, end - begin, fmt::join(out.shape, "x"), std::string(dt), expected));
+                                       name, end - begin, join_dims(out.shape, "x"), std::string(dt), expected));
         return false;
     }
     if (end > data_size) {
@@ -105,6 +105,15 @@ bool parse_entry(const std::string& name, simdjson::dom::element e, int64_t data
 }
 
 }  // namespace
+
+std::string join_dims(const std::vector<int64_t>& dims, const char* sep) {
+    std::string s;
+    for (size_t i = 0; i < dims.size(); ++i) {
+        if (i) s += sep;
+        s += std::to_string(dims[i]);
+    }
+    return s;
+}
 
 int64_t tensor_view::numel() const { return checked_numel(shape); }
 
@@ -317,7 +326,7 @@ status write_safetensors(const std::string& path, const std::vector<tensor_to_wr
                                           t.bytes.size(), need));
         header += fmt::format("{}\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
                               (i == 0 && metadata.empty()) ? "" : ",", json_escape(t.name),
-                              dtype_name(t.type), fmt::join(t.shape, ","), offset, offset + need);
+                              dtype_name(t.type), join_dims(t.shape, ","), offset, offset + need);
         offset += need;
     }
     header += "}";

@@ -23,6 +23,9 @@
 
 namespace tandem::model {
 
+// "4x8" / "4, 8": dims joined by `sep` (fmt::join trips a GCC 12 false warning in fmt 9).
+std::string join_dims(const std::vector<int64_t>& dims, const char* sep);
+
 struct tensor_view {
     std::string name;
     dtype type = dtype::f32;

@@ -34,7 +34,12 @@ struct source {
 
 bool is_float(dtype t) { return t == dtype::f32 || t == dtype::bf16 || t == dtype::f16; }
 
-std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_str(const std::vector<int64_t>& dims) {
+    std::string s = "[";
+    s += join_dims(dims, ", ");
+    s += ']';
+    return s;
+}
 
 float load_float(const uint8_t* p, dtype t) {
     switch (t) {
