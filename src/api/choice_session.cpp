@@ -32,10 +32,10 @@ status choice_session::submit_all(engine::engine& eng_ref, std::vector<engine::s
     eng = &eng_ref;
     std::lock_guard lock(mu_);
     for (size_t i = 0; i < requests.size(); ++i) {
-        std::weak_ptr<choice_session> weak = weak_from_this();
-        requests[i].sink = [weak, i](engine::token_event&& ev) {
-            if (auto self = weak.lock()) self->handle(i, std::move(ev));
-        };
+        // The engine keeps the session alive until each choice's final event; the HTTP side
+        // holds it only weakly (on_cancel), so nothing cycles once the engine lets go.
+        std::shared_ptr<choice_session> self = shared_from_this();
+        requests[i].sink = [self, i](engine::token_event&& ev) { self->handle(i, std::move(ev)); };
         auto id = eng->submit(std::move(requests[i]));
         if (!id) {
             for (engine::request_id started : ids_) eng->abort(started);

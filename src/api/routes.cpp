@@ -2,6 +2,7 @@
 
 #include "api/chat_routes.h"
 #include "api/completions_routes.h"
+#include "api/debug_routes.h"
 #include "api/health_routes.h"
 #include "api/metrics_routes.h"
 #include "api/model_routes.h"
@@ -26,6 +27,9 @@ http::router make_router(app_state& app) {
     r.add("POST", "/v1/chat/completions/render",
                                     [&app](auto& req, auto out) { handle_render(app, req, out); });
     r.add("POST", "/abort_request", [&app](auto& req, auto out) { handle_abort_request(app, req, out); });
+    if (app.cfg().server.debug_endpoints) {
+        r.add("POST", "/debug/stall", [&app](auto& req, auto out) { handle_debug_stall(app, req, out); });
+    }
     return r;
 }
 

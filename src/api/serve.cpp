@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "http/server.h"
 #include "cache/plan_command.h"
+#include "engine/cpu_engine.h"
 #include "text/tokenizer.h"
 
 namespace tandem::api {
@@ -68,7 +69,7 @@ void raise_descriptor_limit(int64_t wanted) {
 
 // Loading runs beside the HTTP loop, so /health can say "starting" (503) instead of refusing
 // connections while a large checkpoint loads.
-status load_serving_state(app_state& app) {
+status load_serving_state(app_state& app, std::unique_ptr<engine::engine>* engine_out) {
     const config& cfg = app.cfg();
     std::string tok_path = cfg.model.path + "/tokenizer.json";
     app.set_state(serving_state::starting, "loading the tokenizer from " + tok_path);
@@ -87,6 +88,12 @@ status load_serving_state(app_state& app) {
         TANDEM_LOG_INFO("{}", std::string_view(summary).substr(start, end - start));
         start = end + 1;
     }
+
+    app.set_state(serving_state::starting, "loading the model from " + cfg.model.path);
+    auto eng = engine::make_cpu_engine(cfg, &app.liveness());
+    if (!eng) return eng.error().with_context("model.path = \"" + cfg.model.path + "\"");
+    *engine_out = std::move(*eng);
+    app.attach_engine(engine_out->get());
     return status::ok();
 }
 
@@ -113,8 +120,9 @@ int run_server(const config& cfg) {
     TANDEM_LOG_INFO("listening on http://{}:{} (topology {}, model {})", cfg.server.host, *port,
                     cfg.topology.mode, cfg.model.served_name);
     int exit_code = 0;
+    std::unique_ptr<engine::engine> eng;  // outlives the HTTP loop: in-flight requests drain first
     std::thread loader([&] {
-        status st = load_serving_state(app);
+        status st = load_serving_state(app, &eng);
         if (!st) {
             TANDEM_LOG_ERROR("startup failed: {}", st.message());
             app.set_state(serving_state::failed, st.message());
@@ -127,6 +135,8 @@ int run_server(const config& cfg) {
     });
     srv.run();
     loader.join();
+    app.attach_engine(nullptr);
+    eng.reset();  // stops the scheduler; requests still queued end with an error event
     if (exit_code == 0) {
         app.set_state(serving_state::stopping);
         TANDEM_LOG_INFO("shut down cleanly");
