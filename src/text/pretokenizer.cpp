@@ -4,6 +4,8 @@
 
 #include <pcre2.h>
 
+#include "text/unicode_additions.inc"
+
 namespace tandem::text {
 
 namespace {
@@ -31,6 +33,17 @@ pcre2_scratch& thread_scratch() {
     return scratch;
 }
 
+std::string_view additions_for(char major_class) {
+    switch (major_class) {
+        case 'L': return unicode_additions::l_class;
+        case 'M': return unicode_additions::m_class;
+        case 'N': return unicode_additions::n_class;
+        case 'P': return unicode_additions::p_class;
+        case 'S': return unicode_additions::s_class;
+    }
+    return {};
+}
+
 }  // namespace
 
 result<std::string> translate_onig_pattern(std::string_view p) {
@@ -51,6 +64,13 @@ result<std::string> translate_onig_pattern(std::string_view p) {
                                       "which is not supported");
                 }
                 out.append("[^").append(white_space_ranges).append("]");
+            } else if (e == 'p' && i + 3 < p.size() && p[i + 1] == '{' && p[i + 3] == '}' &&
+                       std::string_view("LMNPS").find(p[i + 2]) != std::string_view::npos) {
+                // \p{X} plus the code points Unicode 15-16 added to X (see unicode_additions.inc).
+                const std::string_view extra = additions_for(p[i + 2]);
+                out.append(in_class ? "" : "[").append("\\p{").push_back(p[i + 2]);
+                out.append("}").append(extra).append(in_class ? "" : "]");
+                i += 3;
             } else {
                 out.push_back('\\');
                 out.push_back(e);
