@@ -125,6 +125,7 @@ bool output_parser::step(bool at_end, std::vector<output_event>* events) {
 void output_parser::emit_text(output_event::kind kind, std::string_view text,
                               std::vector<output_event>* events) {
     if (text.empty()) return;
+    segment_start_ = false;
     if (kind == output_event::kind::content) content_seen_.append(text);
     if (!events->empty() && events->back().type == kind && kind != output_event::kind::tool_call) {
         events->back().text.append(text);
@@ -143,6 +144,12 @@ void output_parser::consume_raw(size_t n) {
 
 // Reasoning and content: stream text, stop at </think> or a block opener.
 bool output_parser::step_text(bool at_end, std::vector<output_event>* events) {
+    if (segment_start_) {  // leading newlines of reasoning / content are formatting
+        size_t n = 0;
+        while (n < buf_.size() && buf_[n] == '\n') ++n;
+        buf_.erase(0, n);
+        if (buf_.empty()) return false;
+    }
     const bool reasoning = state_ == state::reasoning;
     const auto kind = reasoning ? output_event::kind::reasoning : output_event::kind::content;
     static constexpr std::string_view reasoning_tags[] = {think_end, block_v4, block_v32};
@@ -167,8 +174,11 @@ bool output_parser::step_text(bool at_end, std::vector<output_event>* events) {
         return false;
     }
     if (which == think_end) {
-        emit_text(kind, std::string_view(buf_).substr(0, pos), events);
+        size_t text_end = pos;
+        while (reasoning && text_end > 0 && buf_[text_end - 1] == '\n') --text_end;
+        emit_text(kind, std::string_view(buf_).substr(0, text_end), events);
         buf_.erase(0, pos + think_end.size());  // in content a stray </think> is dropped
+        if (reasoning) segment_start_ = true;
         state_ = state::content;
         return true;
     }

@@ -21,6 +21,8 @@
 //   * A block opened inside reasoning (no </think>) ends the reasoning and is parsed as calls,
 //     as DeepSeek's own streaming parser does; tool_call_in_reasoning() reports it.
 //   * A stray </think> in content is dropped (a control token, not text).
+// Whitespace follows DeepSeek's API (deepseek-recipe): newlines at the start of reasoning and
+// of content, and right before </think> or a block, are formatting and not returned.
 // One parser per response; not thread-safe.
 #pragma once
 
@@ -102,6 +104,7 @@ private:
     int64_t next_tool_index_ = 0;
     int64_t malformed_count_ = 0;
     bool call_in_reasoning_ = false;
+    bool segment_start_ = true;     // no reasoning/content text emitted yet in this segment
     std::string content_seen_;      // all content, scanned for markup at finish
 };
 
