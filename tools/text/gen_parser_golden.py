@@ -79,9 +79,12 @@ def recipe_parse(text, thinking):
 
 
 def main():
-    rng = random.Random(77)
+    import sys
+    seed = int(sys.argv[1]) if len(sys.argv) > 1 else 77
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+    rng = random.Random(seed)
     cases = []
-    for i in range(300):
+    for i in range(count):
         thinking = rng.random() < 0.6
         text = generation(rng, thinking)
         cases.append({"text": text, "thinking": thinking, "expected": recipe_parse(text, thinking)})
