@@ -1,0 +1,305 @@
+#include "api/chat_routes.h"
+
+#include <fmt/format.h>
+
+#include <ctime>
+
+#include "api/choice_session.h"
+#include "api/event_json.h"
+#include "api/generation_options.h"
+#include "api/json_body.h"
+#include "api/native_routes.h"
+#include "api/openai_common.h"
+#include "api/routes.h"
+#include "core/json_writer.h"
+#include "http/router.h"
+#include "text/chat.h"
+#include "text/output_parser.h"
+
+namespace tandem::api {
+namespace {
+
+struct tool_call_out {
+    std::string id, name, arguments;
+};
+
+void write_tool_call(json_writer& w, int64_t index, const tool_call_out& call, bool with_index) {
+    w.begin_object();
+    if (with_index) w.key("index").value(index);
+    w.key("id").value(call.id).key("type").value("function").key("function").begin_object()
+        .key("name").value(call.name).key("arguments").value(call.arguments).end_object();
+    w.end_object();
+}
+
+// Chat logprobs: {"content":[{"token","logprob","bytes","top_logprobs":[...]}]}.
+void write_chat_logprob_entries(json_writer& w, const text::tokenizer& tok,
+                                const std::vector<engine::position_logprobs>& lps) {
+    auto entry = [&](const engine::token_logprob& t) {
+        std::string piece(tok.token_bytes(t.token));
+        w.key("token").value(token_text(tok, t.token)).key("logprob").value(static_cast<double>(t.logprob));
+        w.key("bytes").begin_array();
+        for (unsigned char b : piece) w.value(static_cast<int64_t>(b));
+        w.end_array();
+    };
+    w.begin_array();
+    for (const auto& p : lps) {
+        w.begin_object();
+        entry(p.chosen);
+        w.key("top_logprobs").begin_array();
+        for (const auto& t : p.top) {
+            w.begin_object();
+            entry(t);
+            w.end_object();
+        }
+        w.end_array().end_object();
+    }
+    w.end_array();
+}
+
+class chat_session final : public choice_session {
+public:
+    struct choice_state {
+        std::unique_ptr<choice_text> text;
+        std::unique_ptr<text::output_parser> parser;
+        std::string content, reasoning;
+        std::vector<tool_call_out> calls;
+        std::vector<engine::position_logprobs> logprobs;
+        engine::finish_reason reason = engine::finish_reason::none;
+        bool stopped_by_string = false;
+        int64_t prompt_tokens = 0, completion_tokens = 0;
+        status error;
+    };
+
+    generation_options opts;
+    std::shared_ptr<const text::tokenizer> tok;
+    std::string id, model;
+    int64_t created = 0;
+    std::vector<choice_state> state;
+
+private:
+    std::string chunk_head() const {
+        return fmt::format(R"({{"id":"{}","object":"chat.completion.chunk","created":{},"model":)",
+                           id, created);
+    }
+
+    void write_delta(size_t c, const std::function<void(json_writer&)>& delta,
+                     const std::vector<engine::position_logprobs>* lps, const char* finish,
+                     bool parse_error = false) {
+        json_writer w;
+        w.begin_object().key("id").value(id).key("object").value("chat.completion.chunk")
+            .key("created").value(created).key("model").value(model).key("choices").begin_array();
+        w.begin_object().key("index").value(static_cast<int64_t>(c)).key("delta").begin_object();
+        delta(w);
+        w.end_object().key("logprobs");
+        if (lps && !lps->empty()) {
+            w.begin_object().key("content");
+            write_chat_logprob_entries(w, *tok, *lps);
+            w.end_object();
+        } else {
+            w.null();
+        }
+        w.key("finish_reason");
+        if (finish) w.value(finish); else w.null();
+        if (parse_error) w.key("tool_call_parse_error").value(true);
+        w.end_object().end_array().end_object();
+        out.write(sse_data(w.str()));
+    }
+
+    void on_stream_start() override {
+        if (!stream) return;
+        out.start_stream(200, {});
+        for (size_t c = 0; c < state.size(); ++c) {
+            write_delta(c, [](json_writer& w) { w.key("role").value("assistant").key("content").value(""); },
+                        nullptr, nullptr);
+        }
+    }
+
+    void apply(size_t c, std::vector<text::output_event>& events) {
+        choice_state& s = state[c];
+        for (auto& ev : events) {
+            switch (ev.type) {
+                case text::output_event::kind::reasoning:
+                    s.reasoning += ev.text;
+                    if (stream) write_delta(c, [&](json_writer& w) { w.key("reasoning_content").value(ev.text); }, nullptr, nullptr);
+                    break;
+                case text::output_event::kind::content:
+                    s.content += ev.text;
+                    if (stream) write_delta(c, [&](json_writer& w) { w.key("content").value(ev.text); }, nullptr, nullptr);
+                    break;
+                case text::output_event::kind::tool_call: {
+                    tool_call_out call{fmt::format("call_{}_{}_{}", http_id, c, ev.tool_index),
+                                       ev.tool_name, ev.arguments};
+                    if (stream) {
+                        write_delta(c, [&](json_writer& w) {
+                            w.key("tool_calls").begin_array();
+                            write_tool_call(w, ev.tool_index, call, true);
+                            w.end_array();
+                        }, nullptr, nullptr);
+                    }
+                    s.calls.push_back(std::move(call));
+                    break;
+                }
+            }
+        }
+        events.clear();
+    }
+
+    void on_event(size_t c, engine::token_event& ev) override {
+        choice_state& s = state[c];
+        s.prompt_tokens = ev.prompt_tokens;
+        s.completion_tokens = ev.completion_tokens;
+        std::vector<text::output_event> events;
+        if (!s.stopped_by_string) {
+            bool hit = false;
+            std::string fresh = s.text->push(ev.tokens, &hit);
+            s.parser->push(fresh, &events);
+            if (hit) {
+                s.stopped_by_string = true;
+                stop_choice(c);
+            }
+        }
+        if (opts.sampling.logprobs >= 0) {
+            if (stream && !ev.logprobs.empty()) {
+                write_delta(c, [](json_writer&) {}, &ev.logprobs, nullptr);
+            } else {
+                s.logprobs.insert(s.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+            }
+        }
+        if (ev.finished) {
+            if (!s.stopped_by_string) s.parser->push(s.text->finish(), &events);
+            s.parser->finish(&events);
+            s.reason = s.stopped_by_string ? engine::finish_reason::stop : ev.reason;
+            if (ev.reason == engine::finish_reason::error) s.error = ev.error;
+            if (s.parser->malformed()) app->tool_call_parse_failures++;
+        }
+        apply(c, events);
+        if (ev.finished && stream) {
+            if (s.reason == engine::finish_reason::error) {
+                out.write(sse_data(http::error_body(s.error.message(), "internal_error", 500)));
+            }
+            write_delta(c, [](json_writer&) {}, nullptr, finish_reason_of(s), s.parser->malformed());
+        }
+    }
+
+    const char* finish_reason_of(const choice_state& s) const {
+        if (!s.calls.empty() && s.reason == engine::finish_reason::stop) return "tool_calls";
+        return openai_finish_reason(s.reason);
+    }
+
+    void on_all_finished() override {
+        int64_t prompt = state.empty() ? 0 : state[0].prompt_tokens, completion = 0;
+        for (const auto& s : state) completion += s.completion_tokens;
+        if (stream) {
+            if (opts.include_usage) {
+                json_writer w;
+                w.begin_object().key("id").value(id).key("object").value("chat.completion.chunk")
+                    .key("created").value(created).key("model").value(model)
+                    .key("choices").begin_array().end_array().key("usage");
+                write_usage(w, prompt, completion);
+                out.write(sse_data(w.end_object().str()));
+            }
+            out.write(std::string(k_sse_done));
+            out.end_stream();
+            return;
+        }
+        for (const auto& s : state) {
+            if (s.reason == engine::finish_reason::error) return send_status_error(out, s.error);
+        }
+        json_writer w;
+        w.begin_object().key("id").value(id).key("object").value("chat.completion")
+            .key("created").value(created).key("model").value(model).key("choices").begin_array();
+        for (size_t c = 0; c < state.size(); ++c) {
+            const auto& s = state[c];
+            w.begin_object().key("index").value(static_cast<int64_t>(c)).key("message").begin_object()
+                .key("role").value("assistant").key("content");
+            if (s.content.empty() && !s.calls.empty()) w.null(); else w.value(s.content);
+            if (!s.reasoning.empty()) w.key("reasoning_content").value(s.reasoning);
+            if (!s.calls.empty()) {
+                w.key("tool_calls").begin_array();
+                for (size_t i = 0; i < s.calls.size(); ++i) write_tool_call(w, static_cast<int64_t>(i), s.calls[i], false);
+                w.end_array();
+            }
+            w.end_object().key("logprobs");
+            if (opts.sampling.logprobs >= 0) {
+                w.begin_object().key("content");
+                write_chat_logprob_entries(w, *tok, s.logprobs);
+                w.end_object();
+            } else {
+                w.null();
+            }
+            w.key("finish_reason").value(finish_reason_of(s));
+            if (s.parser->malformed()) w.key("tool_call_parse_error").value(true);
+            w.end_object();
+        }
+        w.end_array().key("usage");
+        write_usage(w, prompt, completion);
+        out.send({200, {}, w.end_object().take()});
+    }
+};
+
+std::vector<std::string> tool_names(const text::chat_request& chat) {
+    std::vector<std::string> names;
+    simdjson::dom::parser parser;
+    for (const std::string& fn : chat.tools) {
+        simdjson::dom::element doc;
+        std::string_view name;
+        if (!parser.parse(fn).get(doc) && !doc["name"].get(name)) names.emplace_back(name);
+    }
+    return names;
+}
+
+}  // namespace
+
+void handle_chat_completions(app_state& app, const http::request& req, const http::responder& out) {
+    engine::engine* e = engine_or_503(app, out);
+    if (!e) return;
+    simdjson::dom::parser parser;
+    auto body = parse_json_object(parser, req);
+    if (!body) return send_status_error(out, body.error());
+    auto opts = parse_generation_options(body->get_object().value(), api_kind::chat, 0);
+    if (!opts) return send_status_error(out, opts.error());
+    if (status st = check_model_name(app, opts->model); !st) return send_status_error(out, st);
+    auto chat = text::chat_request_from_openai_json(req.body);
+    if (!chat) return send_status_error(out, chat.error());
+    auto prompt = text::render_chat(*chat);
+    if (!prompt) return send_status_error(out, prompt.error());
+    auto tok = app.tokenizer();
+    auto ids = text::tokenize_prompt(*prompt, *tok);
+    if (!ids) return send_status_error(out, ids.error());
+
+    auto session = std::make_shared<chat_session>();
+    session->app = &app;
+    session->out = out;
+    session->http_id = req.request_id;
+    session->stream = opts->stream;
+    session->opts = *opts;
+    session->tok = tok;
+    session->id = "chatcmpl-" + req.request_id;
+    session->model = app.cfg().model.served_name;
+    session->created = static_cast<int64_t>(std::time(nullptr));
+    bool with_tools = !chat->tools.empty() && chat->tool_choice != text::tool_choice_kind::none;
+    text::output_parser_options popts;
+    popts.starts_in_reasoning = prompt->generation_starts_in_reasoning;
+    popts.starts_in_tool_calls = with_tools && (chat->tool_choice == text::tool_choice_kind::required ||
+                                                chat->tool_choice == text::tool_choice_kind::named);
+    if (with_tools) {
+        popts.check_tool_names = true;
+        popts.tool_names = tool_names(*chat);
+    }
+    std::vector<int32_t> hidden = opts->sampling.stop_token_ids;
+    hidden.push_back(e->eos_token_id());
+    std::vector<engine::submit_request> subs;
+    for (int64_t i = 0; i < opts->n; ++i) {
+        chat_session::choice_state s;
+        // The parser needs <think>, </think> and the DSML markup; other specials never show.
+        s.text = std::make_unique<choice_text>(tok, text::special_token_policy::markup_only,
+                                               opts->stop, hidden);
+        s.parser = std::make_unique<text::output_parser>(popts);
+        session->state.push_back(std::move(s));
+        subs.push_back(make_submit(*ids, *opts, i, req.request_id, *e));
+    }
+    if (status st = session->submit_all(*e, std::move(subs)); !st) return send_status_error(out, st);
+    session->open();
+}
+
+}  // namespace tandem::api

@@ -1,0 +1,64 @@
+#include "api/metrics_routes.h"
+
+#include <fmt/format.h>
+
+namespace tandem::api {
+namespace {
+
+void metric(std::string& out, const char* name, const char* type, const char* help, int64_t value) {
+    out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+}
+
+}  // namespace
+
+void handle_metrics(app_state& app, const http::request&, const http::responder& out) {
+    std::string text;
+    metric(text, "tandem_up", "gauge", "1 while serving, 0 while starting or stopping",
+           app.state() == serving_state::serving ? 1 : 0);
+    metric(text, "tandem_tool_call_parse_failures_total", "counter",
+           "Responses whose tool-call markup was malformed (returned as content)",
+           app.tool_call_parse_failures.load());
+    if (const http::server* srv = app.server()) {
+        const http::server_stats& s = srv->stats();
+        metric(text, "tandem_http_connections_open", "gauge", "Open HTTP connections",
+               s.connections_open.load());
+        metric(text, "tandem_http_connections_total", "counter", "Accepted HTTP connections",
+               s.connections_total.load());
+        metric(text, "tandem_http_connections_rejected_total", "counter",
+               "Connections refused with 503 over server.max_connections",
+               s.connections_rejected.load());
+        metric(text, "tandem_http_requests_total", "counter", "HTTP requests parsed",
+               s.requests_total.load());
+        metric(text, "tandem_http_requests_in_flight", "gauge", "HTTP requests being answered",
+               s.requests_in_flight.load());
+        metric(text, "tandem_http_bad_requests_total", "counter",
+               "Requests refused before routing (malformed, over limits, timed out)",
+               s.bad_requests.load());
+    }
+    if (engine::engine* e = app.engine()) {
+        engine::engine_stats s = e->stats();
+        metric(text, "tandem_queue_depth", "gauge", "Requests waiting for admission", s.queued);
+        metric(text, "tandem_running_requests", "gauge", "Requests prefilling or decoding", s.running);
+        metric(text, "tandem_pages_total", "gauge", "KV pool pages", s.pages_total);
+        metric(text, "tandem_pages_free", "gauge", "KV pool pages on the free list", s.pages_free);
+        metric(text, "tandem_pages_used", "gauge", "KV pool pages in use", s.pages_total - s.pages_free);
+        metric(text, "tandem_preemptions_total", "counter", "Requests preempted for pages",
+               s.preemptions);
+        metric(text, "tandem_requests_finished_total", "counter", "Requests that finished",
+               s.requests_finished);
+        metric(text, "tandem_requests_aborted_total", "counter", "Requests aborted",
+               s.requests_aborted);
+        metric(text, "tandem_requests_failed_total", "counter", "Requests that failed",
+               s.requests_failed);
+        metric(text, "tandem_rejected_queue_full_total", "counter",
+               "Requests answered 503 because the queue was full", s.rejected_queue_full);
+        metric(text, "tandem_prompt_tokens_total", "counter", "Prompt tokens processed",
+               s.prompt_tokens);
+        metric(text, "tandem_generated_tokens_total", "counter", "Tokens generated",
+               s.generated_tokens);
+        metric(text, "tandem_steps_total", "counter", "Scheduler steps", s.steps);
+    }
+    out.send({200, {}, std::move(text), "text/plain; version=0.0.4"});
+}
+
+}  // namespace tandem::api

@@ -1,0 +1,256 @@
+#include "api/native_routes.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "api/event_json.h"
+#include "api/generation_options.h"
+#include "api/json_body.h"
+#include "api/routes.h"
+#include "core/json_writer.h"
+#include "core/liveness.h"
+#include "core/log.h"
+#include "http/router.h"
+
+namespace tandem::api {
+namespace {
+
+using simdjson::dom::element;
+
+result<std::vector<int32_t>> read_input_ids(const simdjson::dom::object& body, int32_t vocab) {
+    element e;
+    if (body["input_ids"].get(e) || !e.is_array()) {
+        return make_error(error_code::invalid_argument, "'input_ids' must be an array of token ids");
+    }
+    std::vector<int32_t> ids;
+    simdjson::dom::array arr = e.get_array().value();
+    for (element t : arr) {
+        if (!t.is_int64() || t.get_int64().value() < 0 || t.get_int64().value() >= vocab) {
+            return make_error(error_code::invalid_argument,
+                              fmt::format("'input_ids[{}]' must be a token id in [0, {})", ids.size(), vocab));
+        }
+        ids.push_back(static_cast<int32_t>(t.get_int64().value()));
+    }
+    if (ids.empty()) return make_error(error_code::invalid_argument, "'input_ids' must not be empty");
+    return ids;
+}
+
+// One /generate request: engine events (scheduler thread) → the HTTP response. Events that
+// arrive before the handler has opened the response are held until it has.
+struct generate_session {
+    app_state* app = nullptr;
+    http::responder out;
+    bool stream = false;
+    std::string http_id;
+    std::mutex mu;
+    bool opened = false;
+    std::vector<engine::token_event> early;
+    std::vector<int32_t> ids;
+    std::vector<engine::position_logprobs> logprobs;
+    bool want_logprobs = false;
+
+    void on_event(engine::token_event&& ev) {
+        std::lock_guard lock(mu);
+        if (!opened) {
+            early.push_back(std::move(ev));
+            return;
+        }
+        deliver(std::move(ev));
+    }
+
+    void open() {
+        std::lock_guard lock(mu);
+        opened = true;
+        if (stream) out.start_stream(200, {});
+        for (auto& ev : early) deliver(std::move(ev));
+        early.clear();
+    }
+
+    void deliver(engine::token_event&& ev) {
+        if (ev.finished) app->untrack(http_id, ev.id);
+        if (stream) {
+            deliver_chunk(ev);
+        } else {
+            ids.insert(ids.end(), ev.tokens.begin(), ev.tokens.end());
+            logprobs.insert(logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+            if (ev.finished) deliver_whole(ev);
+        }
+    }
+
+    void deliver_chunk(const engine::token_event& ev) {
+        if (ev.finished && ev.reason == engine::finish_reason::error) {
+            out.write(sse_data(http::error_body(ev.error.message(), "internal_error", 500)));
+        } else {
+            json_writer w;
+            w.begin_object().key("id").value(http_id).key("output_ids").begin_array();
+            for (int32_t t : ev.tokens) w.value(static_cast<int64_t>(t));
+            w.end_array();
+            if (want_logprobs) {
+                w.key("logprobs");
+                write_token_logprobs(w, ev.logprobs);
+            }
+            w.key("finish_reason");
+            if (ev.finished) w.value(engine::finish_reason_name(ev.reason)); else w.null();
+            if (ev.finished) {
+                w.key("usage");
+                write_usage(w, ev.prompt_tokens, ev.completion_tokens);
+            }
+            out.write(sse_data(w.end_object().str()));
+        }
+        if (ev.finished) {
+            out.write(std::string(k_sse_done));
+            out.end_stream();
+        }
+    }
+
+    void deliver_whole(const engine::token_event& ev) {
+        if (ev.reason == engine::finish_reason::error) {
+            send_status_error(out, ev.error);
+            return;
+        }
+        json_writer w;
+        w.begin_object().key("id").value(http_id).key("output_ids").begin_array();
+        for (int32_t t : ids) w.value(static_cast<int64_t>(t));
+        w.end_array();
+        if (want_logprobs) {
+            w.key("logprobs");
+            write_token_logprobs(w, logprobs);
+        }
+        w.key("finish_reason").value(engine::finish_reason_name(ev.reason));
+        w.key("usage");
+        write_usage(w, ev.prompt_tokens, ev.completion_tokens);
+        out.send({200, {}, w.end_object().take()});
+    }
+};
+
+}  // namespace
+
+engine::engine* engine_or_503(app_state& app, const http::responder& out) {
+    engine::engine* e = app.engine();
+    if (!e || app.state() != serving_state::serving) {
+        http::send_error(out, 503, "the model is not ready: " + app.state_detail(),
+                         "unavailable_error", {{"Retry-After", "1"}});
+        return nullptr;
+    }
+    return e;
+}
+
+void handle_generate(app_state& app, const http::request& req, const http::responder& out) {
+    engine::engine* e = engine_or_503(app, out);
+    if (!e) return;
+    simdjson::dom::parser parser;
+    auto body = parse_json_object(parser, req);
+    if (!body) return send_status_error(out, body.error());
+    simdjson::dom::object obj = body->get_object().value();
+    auto ids = read_input_ids(obj, e->vocab_size());
+    if (!ids) return send_status_error(out, ids.error());
+    element params_el;
+    simdjson::dom::object params;
+    if (!obj["sampling_params"].get(params_el)) {
+        if (!params_el.is_object()) {
+            return send_status_error(out, make_error(error_code::invalid_argument,
+                                                     "'sampling_params' must be an object"));
+        }
+        params = params_el.get_object().value();
+    } else {
+        params = parser.parse(std::string_view("{}")).value().get_object().value();
+    }
+    auto opts = parse_generation_options(params, api_kind::native, 16);
+    if (!opts) return send_status_error(out, opts.error());
+    auto session = std::make_shared<generate_session>();
+    session->app = &app;
+    session->out = out;
+    session->http_id = req.request_id;
+    element stream_el;
+    session->stream = !obj["stream"].get(stream_el) && stream_el.is_bool() && stream_el.get_bool().value();
+    session->want_logprobs = opts->sampling.logprobs >= 0;
+
+    engine::submit_request sub;
+    sub.prompt = std::move(*ids);
+    sub.params = opts->sampling;
+    sub.trace_id = req.request_id;
+    sub.sink = [session](engine::token_event&& ev) { session->on_event(std::move(ev)); };
+    auto id = e->submit(std::move(sub));
+    if (!id) return send_status_error(out, id.error());
+    app.track(req.request_id, *id);
+    out.on_cancel([e, rid = *id] { e->abort(rid); });
+    session->open();
+}
+
+void handle_abort_request(app_state& app, const http::request& req, const http::responder& out) {
+    engine::engine* e = engine_or_503(app, out);
+    if (!e) return;
+    simdjson::dom::parser parser;
+    auto body = parse_json_object(parser, req);
+    if (!body) return send_status_error(out, body.error());
+    simdjson::dom::object obj = body->get_object().value();
+    std::vector<engine::request_id> ids;
+    element el;
+    if (!obj["abort_all"].get(el) && el.is_bool() && el.get_bool().value()) {
+        ids = app.tracked_all();
+    } else if (!obj["rid"].get(el) && el.is_string()) {
+        ids = app.tracked(std::string(el.get_string().value()));
+    } else {
+        return send_status_error(out, make_error(error_code::invalid_argument,
+                                                 "expected {\"rid\": \"<request id>\"} or {\"abort_all\": true}"));
+    }
+    for (engine::request_id id : ids) e->abort(id);
+    json_writer w;
+    w.begin_object().key("aborted").value(static_cast<int64_t>(ids.size())).end_object();
+    out.send({200, {}, w.take()});
+}
+
+void handle_health_generate(app_state& app, const http::request& req, const http::responder& out) {
+    engine::engine* e = engine_or_503(app, out);
+    if (!e) return;
+    struct probe {
+        std::mutex mu;
+        bool answered = false;
+        int64_t started_ms = monotonic_ms();
+    };
+    auto p = std::make_shared<probe>();
+    auto answer = [p, out](int status, std::string body) {
+        std::lock_guard lock(p->mu);
+        if (p->answered) return;
+        p->answered = true;
+        out.send({status, {}, std::move(body)});
+    };
+    engine::submit_request sub;
+    sub.prompt = {0};
+    sub.params.temperature = 0.0;
+    sub.params.max_tokens = 1;
+    sub.params.ignore_eos = true;
+    sub.trace_id = req.request_id;
+    sub.sink = [p, answer](engine::token_event&& ev) {
+        if (!ev.finished) return;
+        if (ev.reason == engine::finish_reason::error || ev.completion_tokens != 1) {
+            answer(503, http::error_body("health generation failed: " + ev.error.message(),
+                                         "unavailable_error", 503));
+            return;
+        }
+        json_writer w;
+        w.begin_object().key("status").value("ok")
+            .key("token").value(static_cast<int64_t>(ev.tokens.empty() ? -1 : ev.tokens.back()))
+            .key("latency_ms").value(monotonic_ms() - p->started_ms).end_object();
+        answer(200, w.take());
+    };
+    auto id = e->submit(std::move(sub));
+    if (!id) {
+        answer(503, http::error_body("health generation was not admitted: " + id.error().message(),
+                                     "unavailable_error", 503));
+        return;
+    }
+    // The deadline: a stalled engine must turn this into a 503, not a hang.
+    int64_t deadline_ms = app.cfg().scheduler.stall_timeout_ms;
+    std::thread([e, rid = *id, answer, deadline_ms] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(deadline_ms));
+        answer(503, http::error_body(fmt::format("no token within {} ms", deadline_ms),
+                                     "unavailable_error", 503));
+        e->abort(rid);
+    }).detach();
+}
+
+}  // namespace tandem::api

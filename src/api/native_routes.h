@@ -1,0 +1,18 @@
+// api/native_routes.h — tandem's native endpoints:
+//   POST /generate          token ids in; token ids (and logprobs) out, streamed or whole
+//   POST /abort_request     {"rid": "<X-Request-Id of the request>"} or {"abort_all": true}
+//   GET  /health_generate   pushes one real token through the engine within a deadline
+#pragma once
+
+#include "api/app_state.h"
+
+namespace tandem::api {
+
+void handle_generate(app_state& app, const http::request& req, const http::responder& out);
+void handle_abort_request(app_state& app, const http::request& req, const http::responder& out);
+void handle_health_generate(app_state& app, const http::request& req, const http::responder& out);
+
+// 503 "the model is still loading" when no engine runs yet; returns the engine otherwise.
+engine::engine* engine_or_503(app_state& app, const http::responder& out);
+
+}  // namespace tandem::api

@@ -1,0 +1,125 @@
+#include "api/serve.h"
+
+#include <fmt/format.h>
+
+#include <sys/resource.h>
+
+#include <thread>
+
+#include "api/app_state.h"
+#include "api/routes.h"
+#include "core/gpu_probe.h"
+#include "core/log.h"
+#include "http/server.h"
+#include "text/tokenizer.h"
+
+namespace tandem::api {
+namespace {
+
+http::server_limits limits_from(const config& cfg) {
+    http::server_limits l;
+    l.max_connections = cfg.server.max_connections;
+    l.max_header_bytes = cfg.server.max_header_bytes;
+    l.max_body_bytes = cfg.server.max_body_bytes;
+    l.request_timeout_ms = cfg.server.request_timeout_ms;
+    l.idle_timeout_ms = cfg.server.idle_timeout_ms;
+    l.shutdown_grace_ms = cfg.server.shutdown_grace_ms;
+    l.access_log = cfg.logging.access_log;
+    return l;
+}
+
+// Chooses the compute backend; an explicit "cuda" without a usable GPU is a startup error.
+status choose_backend(const config& cfg) {
+    gpu_info gpu = gpu_probe();
+    if (gpu.device_count > 0) {
+        TANDEM_LOG_INFO("CUDA: {} GPU(s): {}; NCCL {}", gpu.device_count, gpu.devices,
+                        gpu.nccl_version);
+    } else {
+        TANDEM_LOG_INFO("CUDA: {}", gpu.reason);
+    }
+    if (cfg.backend.device == "cuda" && gpu.device_count == 0) {
+        return make_error(error_code::unavailable,
+                          "backend.device = \"cuda\" but no GPU can be used: " + gpu.reason);
+    }
+    // The CUDA model backend is not built yet: every configuration computes on the CPU.
+    TANDEM_LOG_INFO("backend: cpu ({} threads)",
+                    cfg.backend.threads > 0 ? cfg.backend.threads
+                                            : static_cast<int64_t>(std::thread::hardware_concurrency()));
+    return status::ok();
+}
+
+// Each connection is a descriptor; the usual soft limit of 1024 would cap concurrent clients
+// far below server.max_connections.
+void raise_descriptor_limit(int64_t wanted) {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+    rlim_t target = std::min<rlim_t>(lim.rlim_max, static_cast<rlim_t>(wanted) + 64);
+    if (target > lim.rlim_cur) {
+        lim.rlim_cur = target;
+        setrlimit(RLIMIT_NOFILE, &lim);
+    }
+    getrlimit(RLIMIT_NOFILE, &lim);
+    if (static_cast<int64_t>(lim.rlim_cur) < wanted) {
+        TANDEM_LOG_WARN("open-file limit {} is below server.max_connections = {}",
+                        static_cast<int64_t>(lim.rlim_cur), wanted);
+    }
+}
+
+// Loading runs beside the HTTP loop, so /health can say "starting" (503) instead of refusing
+// connections while a large checkpoint loads.
+status load_serving_state(app_state& app) {
+    const config& cfg = app.cfg();
+    std::string tok_path = cfg.model.path + "/tokenizer.json";
+    app.set_state(serving_state::starting, "loading the tokenizer from " + tok_path);
+    auto tok = text::tokenizer::load_file(tok_path);
+    if (!tok) return tok.error().with_context("model.path = \"" + cfg.model.path + "\"");
+    app.attach_tokenizer(*tok);
+    TANDEM_LOG_INFO("tokenizer: {} ids from {}", (*tok)->id_count(), tok_path);
+    return status::ok();
+}
+
+}  // namespace
+
+int run_server(const config& cfg) {
+    app_state app(cfg);
+    raise_descriptor_limit(cfg.server.max_connections);
+    if (status st = choose_backend(cfg); !st) {
+        TANDEM_LOG_ERROR("startup failed: {}", st.message());
+        return 1;
+    }
+    http::router routes = make_router(app);
+    http::server srv(limits_from(cfg), [&routes](const http::request& req, http::responder out) {
+        routes(req, std::move(out));
+    });
+    app.attach_server(&srv);
+    auto http_loop = app.liveness().add("http");
+    result<int> port = srv.listen(cfg.server.host, static_cast<int>(cfg.server.port));
+    if (!port) {
+        TANDEM_LOG_ERROR("startup failed: {}", port.error().message());
+        return 1;
+    }
+    TANDEM_LOG_INFO("listening on http://{}:{} (topology {}, model {})", cfg.server.host, *port,
+                    cfg.topology.mode, cfg.model.served_name);
+    int exit_code = 0;
+    std::thread loader([&] {
+        status st = load_serving_state(app);
+        if (!st) {
+            TANDEM_LOG_ERROR("startup failed: {}", st.message());
+            app.set_state(serving_state::failed, st.message());
+            exit_code = 1;
+            srv.shutdown();
+            return;
+        }
+        app.set_state(serving_state::serving);
+        TANDEM_LOG_INFO("serving");
+    });
+    srv.run();
+    loader.join();
+    if (exit_code == 0) {
+        app.set_state(serving_state::stopping);
+        TANDEM_LOG_INFO("shut down cleanly");
+    }
+    return exit_code;
+}
+
+}  // namespace tandem::api

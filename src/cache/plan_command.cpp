@@ -1,0 +1,276 @@
+// cache/plan_command.cpp — `tandem plan`: the cache layout and capacity for a config.
+#include "cache/plan_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/json_writer.h"
+
+namespace tandem::cache {
+
+namespace {
+
+const char* attention_short(model::attention_type t) {
+    switch (t) {
+        case model::attention_type::sliding: return "sliding";
+        case model::attention_type::csa: return "csa";
+        case model::attention_type::hca: return "hca";
+    }
+    return "?";
+}
+
+// Layers of one attention type share sizes, so the plan shows one line per (kind, type).
+struct buffer_group {
+    std::string name;
+    int64_t ratio = 0;
+    int64_t layers = 0;
+    int64_t bytes_per_row = 0;
+    int64_t rows_per_page = 0;
+    int64_t bytes_per_page = 0;
+    double bytes_per_token = 0;  // contribution of all these layers
+};
+
+struct state_group {
+    std::string name;
+    int64_t layers = 0;
+    int64_t rows = 0;
+    int64_t bytes_per_row = 0;
+    int64_t bytes_per_layer = 0;
+};
+
+std::vector<buffer_group> group_buffers(const layout_spec& l) {
+    std::map<std::string, buffer_group> groups;
+    std::vector<std::string> order;
+    for (const buffer_layout& b : l.buffers()) {
+        std::string name = buffer_kind_name(b.kind);
+        if (b.kind == buffer_kind::compressed_kv) {
+            name += std::string("_") + attention_short(l.layers()[b.layer].attention);
+        }
+        auto [it, fresh] = groups.try_emplace(name);
+        buffer_group& g = it->second;
+        if (fresh) {
+            order.push_back(name);
+            g = {name, b.ratio, 0, b.row.bytes, b.rows_per_page, b.bytes_per_page, 0};
+        }
+        ++g.layers;
+        g.bytes_per_token += static_cast<double>(b.bytes_per_page) / static_cast<double>(l.page_size());
+    }
+    std::vector<buffer_group> out;
+    for (const std::string& n : order) out.push_back(groups[n]);
+    return out;
+}
+
+std::vector<state_group> group_states(const layout_spec& l) {
+    std::map<std::string, state_group> groups;
+    std::vector<std::string> order;
+    for (const state_layout& s : l.states()) {
+        std::string name = state_kind_name(s.kind);
+        if (s.kind == state_kind::attn_compressor) {
+            name += std::string("_") + attention_short(l.layers()[s.layer].attention);
+        }
+        auto [it, fresh] = groups.try_emplace(name);
+        if (fresh) {
+            order.push_back(name);
+            it->second = {name, 0, s.rows, s.bytes_per_row, s.bytes};
+        }
+        ++it->second.layers;
+    }
+    std::vector<state_group> out;
+    for (const std::string& n : order) out.push_back(groups[n]);
+    return out;
+}
+
+std::string human(double bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 4) {
+        bytes /= 1024.0;
+        ++u;
+    }
+    return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.2f} {}", bytes, units[u]);
+}
+
+// Tokens and sequences the budget holds beyond the configured split.
+struct capacity {
+    int64_t sequences_fixed_state_only = 0;  // budget / slot bytes
+    int64_t full_context_bytes = 0;          // one sequence at max_position_embeddings
+    int64_t full_context_sequences = 0;      // how many of those fit
+};
+
+capacity compute_capacity(const cache_plan& p) {
+    const layout_spec& l = p.layout;
+    const int64_t slot = pool_geometry(l, 0, 1).slot_stride();
+    const int64_t pages = (p.model.max_position_embeddings + l.page_size() - 1) / l.page_size();
+    capacity c;
+    c.sequences_fixed_state_only = p.memory_bytes / slot;
+    c.full_context_bytes = slot + pages * l.page_group_bytes();
+    c.full_context_sequences = p.memory_bytes / c.full_context_bytes;
+    return c;
+}
+
+}  // namespace
+
+std::string model_config_path(const config& cfg) {
+    const std::string& p = cfg.model.path;
+    if (p.size() >= 5 && p.compare(p.size() - 5, 5, ".json") == 0) return p;
+    return p + "/config.json";
+}
+
+result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fraction) {
+    if (memory_bytes > 0) return memory_bytes;
+    if (!(memory_fraction > 0.0 && memory_fraction <= 1.0)) {
+        return make_error(error_code::invalid_argument,
+                          "cache.memory_fraction: must be in (0, 1] when cache.memory_bytes = 0");
+    }
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    int64_t kib = 0;
+    std::string unit;
+    while (in >> key >> kib >> unit) {
+        if (key == "MemAvailable:") {
+            return static_cast<int64_t>(static_cast<double>(kib) * 1024.0 * memory_fraction);
+        }
+    }
+    return make_error(error_code::unavailable,
+                      "cache.memory_bytes is 0 and MemAvailable is not in /proc/meminfo: "
+                      "set cache.memory_bytes");
+}
+
+result<layout_options> layout_options_from(const config& cfg) {
+    layout_options o;
+    auto kv = parse_kv_dtype(cfg.cache.kv_dtype);
+    if (!kv.is_ok()) return kv.error();
+    auto idx = parse_index_k_dtype(cfg.cache.index_k_dtype);
+    if (!idx.is_ok()) return idx.error();
+    o.kv = *kv;
+    o.index_k = *idx;
+    o.page_size = cfg.cache.page_size;
+    return o;
+}
+
+result<cache_plan> make_cache_plan(const model::model_config& model, const std::string& origin,
+                                   const layout_options& opt, int64_t memory_bytes,
+                                   int64_t max_sequences) {
+    auto layout = layout_spec::create(model, opt);
+    if (!layout.is_ok()) return layout.error();
+    auto split = plan_pool_split(*layout, {memory_bytes, max_sequences});
+    if (!split.is_ok()) return split.error();
+    return cache_plan{origin, model, *layout, memory_bytes, *split};
+}
+
+result<cache_plan> make_cache_plan(const config& cfg) {
+    auto opt = layout_options_from(cfg);
+    if (!opt.is_ok()) return opt.error();
+    const std::string path = model_config_path(cfg);
+    auto model = model::load_model_config(path);
+    if (!model.is_ok()) return model.error();
+    auto budget = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction);
+    if (!budget.is_ok()) return budget.error();
+    return make_cache_plan(*model, path, *opt, *budget, cfg.scheduler.max_running_requests);
+}
+
+std::string render_plan_text(const cache_plan& p) {
+    const layout_spec& l = p.layout;
+    const model::model_config& m = p.model;
+    std::string s = fmt::format(
+        "model {}: {} layers + {} MTP ({} sliding, {} csa, {} hca incl. MTP)\n",
+        p.model_config_path, m.num_hidden_layers, m.num_nextn_predict_layers,
+        m.count_layers(model::attention_type::sliding, true),
+        m.count_layers(model::attention_type::csa, true),
+        m.count_layers(model::attention_type::hca, true));
+    s += fmt::format("cache layout {}: kv {}, index_k {}, page {} tokens\n", l.fingerprint_hex(),
+                     kv_dtype_name(l.options().kv), index_k_dtype_name(l.options().index_k),
+                     l.page_size());
+    s += fmt::format("  {:<20} {:>6} {:>6} {:>10} {:>10} {:>10} {:>12}\n", "history buffer",
+                     "layers", "ratio", "bytes/row", "rows/page", "bytes/page", "bytes/token");
+    for (const buffer_group& g : group_buffers(l)) {
+        s += fmt::format("  {:<20} {:>6} {:>6} {:>10} {:>10} {:>10} {:>12.4f}\n", g.name, g.layers,
+                         g.ratio, g.bytes_per_row, g.rows_per_page, g.bytes_per_page,
+                         g.bytes_per_token);
+    }
+    s += fmt::format("  history per page (all layers and kinds): {} B; per token: {:.4f} B "
+                     "({} per 1M tokens)\n",
+                     l.page_group_bytes(), l.bytes_per_token(),
+                     human(l.bytes_per_token() * 1048576.0));
+    s += fmt::format("  {:<20} {:>6} {:>6} {:>10} {:>12}\n", "fixed per sequence", "layers",
+                     "rows", "bytes/row", "bytes/layer");
+    for (const state_group& g : group_states(l)) {
+        s += fmt::format("  {:<20} {:>6} {:>6} {:>10} {:>12}\n", g.name, g.layers, g.rows,
+                         g.bytes_per_row, g.bytes_per_layer);
+    }
+    s += fmt::format("  fixed state per sequence: {} B ({})\n", l.state_bytes_per_sequence(),
+                     human(static_cast<double>(l.state_bytes_per_sequence())));
+    const capacity c = compute_capacity(p);
+    s += fmt::format("budget {} B ({}): {} sequence slots + {} pages = {} tokens of history\n",
+                     p.memory_bytes, human(static_cast<double>(p.memory_bytes)), p.split.num_slots,
+                     p.split.num_pages, p.split.tokens);
+    s += fmt::format("  fixed state alone fits {} sequences; a full-context sequence ({} tokens) "
+                     "needs {} -> {} of them fit\n",
+                     c.sequences_fixed_state_only, m.max_position_embeddings,
+                     human(static_cast<double>(c.full_context_bytes)), c.full_context_sequences);
+    return s;
+}
+
+std::string render_plan_json(const cache_plan& p) {
+    const layout_spec& l = p.layout;
+    const model::model_config& m = p.model;
+    json_writer w;
+    w.begin_object();
+    w.key("model_config").value(p.model_config_path);
+    w.key("layers").value(l.num_layers());
+    w.key("kv_dtype").value(kv_dtype_name(l.options().kv));
+    w.key("index_k_dtype").value(index_k_dtype_name(l.options().index_k));
+    w.key("page_size").value(l.page_size());
+    w.key("fingerprint").value(l.fingerprint_hex());
+    w.key("bytes_per_token").value(l.bytes_per_token());
+    w.key("bytes_per_page").value(l.page_group_bytes());
+    w.key("buffer_kinds").begin_object();
+    for (const buffer_group& g : group_buffers(l)) {
+        w.key(g.name).begin_object();
+        w.key("layers").value(g.layers).key("ratio").value(g.ratio);
+        w.key("bytes_per_row").value(g.bytes_per_row).key("rows_per_page").value(g.rows_per_page);
+        w.key("bytes_per_page").value(g.bytes_per_page).key("bytes_per_token").value(g.bytes_per_token);
+        w.end_object();
+    }
+    w.end_object();
+    w.key("state_kinds").begin_object();
+    for (const state_group& g : group_states(l)) {
+        w.key(g.name).begin_object();
+        w.key("layers").value(g.layers).key("rows").value(g.rows);
+        w.key("bytes_per_row").value(g.bytes_per_row).key("bytes_per_layer").value(g.bytes_per_layer);
+        w.end_object();
+    }
+    w.end_object();
+    w.key("state_bytes_per_sequence").value(l.state_bytes_per_sequence());
+    const capacity c = compute_capacity(p);
+    w.key("budget").begin_object();
+    w.key("memory_bytes").value(p.memory_bytes);
+    w.key("sequence_slots").value(p.split.num_slots);
+    w.key("pages").value(p.split.num_pages);
+    w.key("tokens").value(p.split.tokens);
+    w.key("sequences_fixed_state_only").value(c.sequences_fixed_state_only);
+    w.key("max_position_embeddings").value(m.max_position_embeddings);
+    w.key("full_context_sequence_bytes").value(c.full_context_bytes);
+    w.key("full_context_sequences").value(c.full_context_sequences);
+    w.end_object();
+    w.end_object();
+    return w.take() + "\n";
+}
+
+int run_plan_command(const config& cfg, bool json) {
+    constexpr int k_exit_config = 2;
+    auto plan = make_cache_plan(cfg);
+    if (!plan.is_ok()) {
+        std::fprintf(stderr, "tandem plan: %s\n", plan.error().message().c_str());
+        return k_exit_config;
+    }
+    const std::string out = json ? render_plan_json(*plan) : render_plan_text(*plan);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+}
+
+}  // namespace tandem::cache

@@ -1,0 +1,53 @@
+// cache/plan_command.h — `tandem plan`: capacity planning from config.json alone (no weights).
+//
+// Owns: turning (tandem config, model config.json) into a cache_plan — the LayoutSpec plus how
+// the memory budget splits into sequence slots and pages — and rendering it as text (also the
+// summary the server logs at startup) or JSON. Sizes all come from layout_spec.
+//
+// Budget: cache.memory_bytes, or (when 0) cache.memory_fraction of MemAvailable in
+// /proc/meminfo. Sequence slots: scheduler.max_running_requests (every running request holds
+// one slot for its window rings and compressor state).
+#pragma once
+
+#include <string>
+
+#include "cache/layout.h"
+#include "cache/page_pool.h"
+#include "core/config.h"
+#include "core/status.h"
+#include "model/model_config.h"
+
+namespace tandem::cache {
+
+struct cache_plan {
+    std::string model_config_path;
+    model::model_config model;
+    layout_spec layout;
+    int64_t memory_bytes = 0;  // the resolved budget
+    pool_split split;          // slots and pages the budget holds
+};
+
+// <model.path>/config.json, or model.path itself when it names a .json file.
+std::string model_config_path(const config& cfg);
+// memory_bytes when > 0, else fraction x MemAvailable (/proc/meminfo).
+result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fraction);
+// The layout options from the [cache] section (errors name the key).
+result<layout_options> layout_options_from(const config& cfg);
+
+result<cache_plan> make_cache_plan(const config& cfg);
+// The same from an already-parsed model (tests, and the server once it loaded the model).
+result<cache_plan> make_cache_plan(const model::model_config& model, const std::string& origin,
+                                   const layout_options& opt, int64_t memory_bytes,
+                                   int64_t max_sequences);
+
+// Human-readable summary; the server logs this at startup.
+std::string render_plan_text(const cache_plan& plan);
+// Machine-readable: per buffer kind bytes_per_row / rows_per_page / bytes_per_page, top-level
+// bytes_per_token and fingerprint, fixed state, and what the budget holds.
+std::string render_plan_json(const cache_plan& plan);
+
+// The subcommand: prints the plan to stdout; errors to stderr. Exit code 0, or 2 for a bad
+// configuration / model config.
+int run_plan_command(const config& cfg, bool json);
+
+}  // namespace tandem::cache

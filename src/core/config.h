@@ -1,0 +1,114 @@
+// core/config.h — Every setting of tandem, in one struct, from one TOML file plus overrides.
+//
+// Precedence, lowest first: the built-in defaults (etc/tandem.toml, embedded in the binary at
+// build time, so the shipped file and the defaults can never drift apart) → the --config file →
+// the CLI flags (--model, --host, --port, --topology) → --set section.key=value, in order.
+//
+// Every key is declared once in the schema (config_schema.cpp) with its type, range and help
+// text; loading rejects unknown keys, wrong types and out-of-range values with one message that
+// names the key and, for a file, its line. Relative paths resolve against the working directory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tandem {
+
+struct server_section {
+    std::string host;              // listen address
+    int64_t port = 0;              // listen port (0 = any free port; the bound port is logged)
+    int64_t max_connections = 0;   // concurrent connections; more are answered 503 and closed
+    int64_t max_header_bytes = 0;  // request line + headers; larger → 413
+    int64_t max_body_bytes = 0;    // request body; larger → 413
+    int64_t request_timeout_ms = 0;  // a started request must arrive whole within this → 408
+    int64_t idle_timeout_ms = 0;     // an idle keep-alive connection is closed after this
+    int64_t shutdown_grace_ms = 0;   // SIGTERM: in-flight requests may finish within this
+};
+
+struct model_section {
+    std::string path;         // checkpoint directory (config.json, *.safetensors, tokenizer)
+    std::string served_name;  // the id /v1/models reports and requests must name
+    std::string numerics;     // "hf" | "official"
+};
+
+struct backend_section {
+    std::string device;  // "auto" | "cpu" | "cuda"
+    int64_t threads = 0; // CPU worker threads (0 = all cores)
+};
+
+struct cache_section {
+    std::string kv_dtype;       // "fp8" | "bf16" | "fp32" (fp32: exact storage for tests)
+    std::string index_k_dtype;  // "fp8" | "bf16" | "fp4" | "fp32"
+    int64_t page_size = 0;      // tokens per page, a multiple of 128
+    int64_t memory_bytes = 0;   // pool budget (0 = memory_fraction of available memory)
+    double memory_fraction = 0; // used when memory_bytes = 0
+};
+
+struct scheduler_section {
+    int64_t max_running_requests = 0;
+    int64_t max_queued_requests = 0;
+    int64_t max_prefill_tokens = 0;   // per-step prefill token budget (chunk size)
+    int64_t max_context_tokens = 0;   // prompt + completion (0 = the model's maximum)
+    int64_t queue_timeout_ms = 0;     // a queued request not started within this fails
+    int64_t stall_timeout_ms = 0;     // a loop with work and no progress for this → /health 503
+};
+
+struct topology_section {
+    std::string mode;  // "single" | "pd"
+    std::string role;  // "both" | "prefill" | "decode" (pd across processes)
+};
+
+struct transport_section {
+    std::string kind;                 // "inproc" | "tcp" | "nccl"
+    std::string listen_host;          // prefill role: where to accept decode peers
+    int64_t listen_port = 0;
+    std::vector<std::string> peers;   // decode role: prefill servers, "host:port"
+    int64_t handshake_timeout_ms = 0;
+    int64_t transfer_timeout_ms = 0;
+};
+
+struct logging_section {
+    std::string level;        // "debug" | "info" | "warn" | "error"
+    bool access_log = false;  // one line per HTTP request
+};
+
+struct config {
+    server_section server;
+    model_section model;
+    backend_section backend;
+    cache_section cache;
+    scheduler_section scheduler;
+    topology_section topology;
+    transport_section transport;
+    logging_section logging;
+};
+
+// Where a configuration comes from; built by the CLI parser.
+struct config_sources {
+    std::string file;                        // --config (empty: built-in defaults only)
+    std::vector<std::string> flag_overrides; // "section.key=value" from --model/--host/...
+    std::vector<std::string> set_overrides;  // --set, in command-line order
+};
+
+result<config> load_config(const config_sources& sources);
+
+// Parses TOML text on top of `base` (used by load_config and tests). `origin` names the text
+// in error messages (a file path, "<defaults>").
+result<config> apply_toml(config base, std::string_view toml_text, std::string_view origin);
+
+// Applies one "section.key=value" override.
+status apply_override(config& cfg, std::string_view assignment, std::string_view origin);
+
+// The effective configuration as TOML (tandem --print-config); loading it back gives `cfg`.
+std::string config_to_toml(const config& cfg);
+
+// The reference of every key: section, name, type, range and help (tandem --help).
+std::string config_reference();
+
+// The embedded etc/tandem.toml.
+std::string_view default_config_toml();
+
+}  // namespace tandem

@@ -1,0 +1,162 @@
+// The one table that declares every setting. Defaults are not here: they live in the embedded
+// etc/tandem.toml (a unit test checks that file sets every key declared below).
+#include "core/config_schema.h"
+
+#include <limits>
+
+namespace tandem::config_schema {
+namespace {
+
+constexpr int64_t k_int_max = std::numeric_limits<int64_t>::max();
+constexpr int64_t k_gib = int64_t{1} << 30;
+
+#define REF(member) [](config& c) -> void* { return &c.member; }
+
+field text(std::string_view s, std::string_view k, std::string_view help, void* (*ref)(config&)) {
+    return field{s, k, field_type::string, help, ref, 0, 0, 0, 0, 0, std::vector<std::string_view>{}};
+}
+field integer(std::string_view s, std::string_view k, std::string_view help,
+              void* (*ref)(config&), int64_t lo, int64_t hi, int64_t multiple_of = 0) {
+    return field{s, k, field_type::integer, help, ref, lo, hi, multiple_of, 0, 0, std::vector<std::string_view>{}};
+}
+field real(std::string_view s, std::string_view k, std::string_view help, void* (*ref)(config&),
+           double lo, double hi) {
+    return field{s, k, field_type::real, help, ref, 0, 0, 0, lo, hi, std::vector<std::string_view>{}};
+}
+field boolean(std::string_view s, std::string_view k, std::string_view help,
+              void* (*ref)(config&)) {
+    return field{s, k, field_type::boolean, help, ref, 0, 0, 0, 0, 0, std::vector<std::string_view>{}};
+}
+field choice(std::string_view s, std::string_view k, std::string_view help, void* (*ref)(config&),
+             std::vector<std::string_view> choices) {
+    return field{s, k, field_type::choice, help, ref, 0, 0, 0, 0, 0, std::move(choices)};
+}
+field list(std::string_view s, std::string_view k, std::string_view help, void* (*ref)(config&)) {
+    return field{s, k, field_type::string_list, help, ref, 0, 0, 0, 0, 0, std::vector<std::string_view>{}};
+}
+
+const std::vector<field>& table() {
+    static const std::vector<field> fields = {
+        text("server", "host", "Listen address.", REF(server.host)),
+        integer("server", "port", "Listen port (0 picks a free port and logs it).",
+         REF(server.port), 0, 65535),
+        integer("server", "max_connections",
+         "Concurrent connections; beyond it new ones get 503 and are closed.",
+         REF(server.max_connections), 1, 1'000'000),
+        integer("server", "max_header_bytes",
+         "Largest request line + headers; larger requests get 413.", REF(server.max_header_bytes),
+         256, 1 << 24),
+        integer("server", "max_body_bytes", "Largest request body; larger bodies get 413.",
+         REF(server.max_body_bytes), 0, 4 * k_gib),
+        integer("server", "request_timeout_ms",
+         "A request whose bytes started arriving must be complete within this, else 408.",
+         REF(server.request_timeout_ms), 1, k_int_max),
+        integer("server", "idle_timeout_ms",
+         "An idle keep-alive connection is closed after this.", REF(server.idle_timeout_ms), 1,
+         k_int_max),
+        integer("server", "shutdown_grace_ms",
+         "On SIGINT/SIGTERM in-flight requests may finish within this; the rest fail with 503.",
+         REF(server.shutdown_grace_ms), 0, k_int_max),
+
+        text("model", "path",
+         "Checkpoint directory (config.json, safetensors, tokenizer.json); relative to the "
+         "working directory.",
+         REF(model.path)),
+        text("model", "served_name",
+         "Model id reported by /v1/models and expected in requests.", REF(model.served_name)),
+        choice("model", "numerics",
+         "hf: match HF transformers; official: DeepSeek's FP8/FP4 simulation.", REF(model.numerics), {"hf", "official"}),
+
+        choice("backend", "device", "auto: CUDA when a GPU is present, else CPU.",
+         REF(backend.device), {"auto", "cpu", "cuda"}),
+        integer("backend", "threads", "CPU worker threads (0 = all cores).",
+         REF(backend.threads), 0, 4096),
+
+        choice("cache", "kv_dtype",
+         "Main KV row storage (fp32 is exact storage for reference tests).", REF(cache.kv_dtype), {"fp8", "bf16", "fp32"}),
+        choice("cache", "index_k_dtype", "Lightning-indexer key row storage.",
+         REF(cache.index_k_dtype), {"fp8", "bf16", "fp4", "fp32"}),
+        integer("cache", "page_size", "Tokens per page; a multiple of 128.",
+         REF(cache.page_size), 128, 1 << 20, 128),
+        integer("cache", "memory_bytes", "Pool budget in bytes (0: use memory_fraction).",
+         REF(cache.memory_bytes), 0, k_int_max),
+        real("cache", "memory_fraction",
+         "Share of available memory for the pool when memory_bytes = 0.",
+         REF(cache.memory_fraction), 0.001, 1.0),
+
+        integer("scheduler", "max_running_requests", "Requests decoding at once.",
+         REF(scheduler.max_running_requests), 1, 1 << 20),
+        integer("scheduler", "max_queued_requests",
+         "Requests waiting for admission; beyond it new ones get 503 with Retry-After.",
+         REF(scheduler.max_queued_requests), 0, 1 << 24),
+        integer("scheduler", "max_prefill_tokens", "Prompt tokens processed per step.",
+         REF(scheduler.max_prefill_tokens), 1, 1 << 24),
+        integer("scheduler", "max_context_tokens",
+         "Prompt + completion limit (0: the model's maximum).", REF(scheduler.max_context_tokens),
+         0, k_int_max),
+        integer("scheduler", "queue_timeout_ms",
+         "A queued request not started within this fails with a clear error.",
+         REF(scheduler.queue_timeout_ms), 1, k_int_max),
+        integer("scheduler", "stall_timeout_ms",
+         "A loop with pending work and no progress for this turns /health 503.",
+         REF(scheduler.stall_timeout_ms), 1, k_int_max),
+
+        choice("topology", "mode", "single: one engine; pd: prefill + decode engines.",
+         REF(topology.mode), {"single", "pd"}),
+        choice("topology", "role",
+         "pd across processes: which engine this process runs (both = in one process).",
+         REF(topology.role), {"both", "prefill", "decode"}),
+
+        choice("transport", "kind", "How pd engines exchange state.", REF(transport.kind), {"inproc", "tcp", "nccl"}),
+        text("transport", "listen_host", "Prefill role: address to accept decode peers.",
+         REF(transport.listen_host)),
+        integer("transport", "listen_port", "Prefill role: port to accept decode peers.",
+         REF(transport.listen_port), 0, 65535),
+        list("transport", "peers", "Decode role: prefill servers as \"host:port\".",
+         REF(transport.peers)),
+        integer("transport", "handshake_timeout_ms", "Deadline for a peer handshake.",
+         REF(transport.handshake_timeout_ms), 1, k_int_max),
+        integer("transport", "transfer_timeout_ms",
+         "Deadline for one request's state transfer.", REF(transport.transfer_timeout_ms), 1,
+         k_int_max),
+
+        choice("logging", "level", "Least severe level written.", REF(logging.level), {"debug", "info", "warn", "error"}),
+        boolean("logging", "access_log", "One log line per HTTP request.",
+         REF(logging.access_log)),
+    };
+    return fields;
+}
+
+#undef REF
+
+}  // namespace
+
+std::span<const field> fields() { return table(); }
+
+const field* find(std::string_view section, std::string_view key) {
+    for (const field& f : table()) {
+        if (f.section == section && f.key == key) return &f;
+    }
+    return nullptr;
+}
+
+bool is_section(std::string_view section) {
+    for (const field& f : table()) {
+        if (f.section == section) return true;
+    }
+    return false;
+}
+
+std::string_view type_name(field_type type) {
+    switch (type) {
+        case field_type::integer: return "integer";
+        case field_type::real: return "number";
+        case field_type::boolean: return "boolean";
+        case field_type::string: return "string";
+        case field_type::choice: return "string";
+        case field_type::string_list: return "array of strings";
+    }
+    return "?";
+}
+
+}  // namespace tandem::config_schema

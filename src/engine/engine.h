@@ -1,0 +1,111 @@
+// engine/engine.h — The engine as the API sees it: submit token prompts, receive token events,
+// abort. Everything behind this header (scheduler thread, requests, pages, model) is owned by the
+// engine; callers must not depend on how steps are planned.
+//
+// Threading: submit() and abort() are thread-safe and never block on a step. Events are
+// delivered on the scheduler thread through the request's sink, which must not block (the API
+// posts them to the HTTP loop). Every admitted request receives exactly one final event
+// (finished = true) — with tokens, or with a reason it failed — nothing is lost.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tandem::engine {
+
+using request_id = uint64_t;
+
+struct sampling_params {
+    double temperature = 1.0;          // 0 = greedy
+    double top_p = 1.0;                // nucleus mass, (0, 1]
+    int64_t top_k = 0;                 // 0 = off
+    double min_p = 0.0;                // drop tokens below min_p * p(max)
+    double repetition_penalty = 1.0;   // > 1 discourages tokens already in prompt or output
+    double presence_penalty = 0.0;     // OpenAI semantics, over generated tokens
+    double frequency_penalty = 0.0;    // OpenAI semantics, over generated tokens
+    std::optional<uint64_t> seed;      // same seed + same prompt → same tokens
+    int64_t max_tokens = 16;           // generated tokens at most
+    std::vector<int32_t> stop_token_ids;  // besides the model's EOS (unless ignore_eos)
+    bool ignore_eos = false;
+    int32_t logprobs = -1;             // -1: none; 0: the chosen token's; k: plus the top k
+    bool prompt_logprobs = false;      // per-position logprobs of the prompt (echo)
+};
+
+enum class finish_reason {
+    none,       // not finished
+    stop,       // EOS, a stop token id, or the API asked to stop (stop string)
+    length,     // max_tokens or the context limit
+    aborted,    // the client or an operator cancelled it
+    error,      // failed: `error` says why
+};
+const char* finish_reason_name(finish_reason r);
+
+struct token_logprob {
+    int32_t token = 0;
+    float logprob = 0.0f;
+};
+
+struct position_logprobs {
+    token_logprob chosen;              // the sampled (or prompt) token
+    std::vector<token_logprob> top;    // the top-k alternatives, best first
+};
+
+struct token_event {
+    request_id id = 0;
+    std::vector<int32_t> tokens;                 // new tokens since the previous event
+    std::vector<position_logprobs> logprobs;     // one per new token, when asked
+    std::vector<position_logprobs> prompt_logprobs;  // once, with the first event, when asked
+    bool finished = false;
+    finish_reason reason = finish_reason::none;
+    status error;                                // set when reason == error
+    int64_t prompt_tokens = 0;
+    int64_t completion_tokens = 0;               // total so far
+};
+
+using event_sink = std::function<void(token_event&&)>;
+
+struct submit_request {
+    std::vector<int32_t> prompt;
+    sampling_params params;
+    event_sink sink;
+    std::string trace_id;      // the HTTP request id, for logs
+};
+
+struct engine_stats {
+    int64_t queued = 0;
+    int64_t running = 0;
+    int64_t pages_total = 0;
+    int64_t pages_free = 0;
+    int64_t preemptions = 0;
+    int64_t requests_finished = 0;
+    int64_t requests_aborted = 0;
+    int64_t requests_failed = 0;
+    int64_t rejected_queue_full = 0;
+    int64_t prompt_tokens = 0;
+    int64_t generated_tokens = 0;
+    int64_t steps = 0;
+};
+
+class engine {
+public:
+    virtual ~engine() = default;
+    // Errors: unavailable (queue full or stopping → 503), invalid_argument (prompt empty, over
+    // the context limit, token id out of range → 400).
+    virtual result<request_id> submit(submit_request req) = 0;
+    // Idempotent; unknown or finished ids are ignored. The request's final event says aborted.
+    virtual void abort(request_id id) = 0;
+    // Ends the request as if a stop condition was met (stop strings detected by the API).
+    virtual void finish(request_id id) = 0;
+    virtual engine_stats stats() const = 0;
+    virtual int64_t max_context_tokens() const = 0;
+    virtual int32_t vocab_size() const = 0;
+    virtual int32_t eos_token_id() const = 0;
+};
+
+}  // namespace tandem::engine

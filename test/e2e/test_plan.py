@@ -1,0 +1,66 @@
+"""`tandem plan`: capacity planning from config.json alone, for DeepSeek-V4 Flash and Pro."""
+import itertools
+import json
+
+import pytest
+
+from conftest import ROOT, run_tandem
+
+CONFIGS = ROOT / "test" / "golden" / "model" / "configs"
+INDEX_K_ROW = {"fp8": 132, "bf16": 256, "fp4": 68}
+KV_ROW = {"fp8": 584, "bf16": 1024}
+# History bytes per token at fp8 + fp8 (design: ~3850 for Flash, ~5511 for Pro).
+FP8_BYTES_PER_TOKEN = {"deepseek-v4-flash.json": 3850.25, "deepseek-v4-pro.json": 5511.4375}
+
+
+def plan(model, kv, idx, *extra):
+    r = run_tandem("plan", "--json", "--model", str(CONFIGS / model),
+                   "--set", f"cache.kv_dtype={kv}", "--set", f"cache.index_k_dtype={idx}",
+                   "--set", "cache.memory_bytes=68719476736", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("model", sorted(FP8_BYTES_PER_TOKEN))
+@pytest.mark.parametrize("kv,idx", list(itertools.product(KV_ROW, INDEX_K_ROW)))
+def test_row_and_page_sizes_follow_the_dtypes(model, kv, idx):
+    p = plan(model, kv, idx)
+    kinds = p["buffer_kinds"]
+    assert kinds["index_k"]["bytes_per_row"] == INDEX_K_ROW[idx]
+    assert kinds["index_k"]["rows_per_page"] == 64  # 256-token page, one row per 4 tokens
+    assert kinds["index_k"]["bytes_per_page"] == 64 * INDEX_K_ROW[idx]
+    for kind in ("compressed_kv_csa", "compressed_kv_hca"):
+        assert kinds[kind]["bytes_per_row"] == KV_ROW[kv]
+        assert kinds[kind]["bytes_per_page"] == kinds[kind]["rows_per_page"] * KV_ROW[kv]
+    assert kinds["compressed_kv_hca"]["rows_per_page"] == 2  # one row per 128 tokens
+    assert len(p["fingerprint"]) == 16
+    # Per token: CSA layers hold kv + index-K per 4 tokens, HCA layers kv per 128 tokens.
+    csa, hca = kinds["compressed_kv_csa"]["layers"], kinds["compressed_kv_hca"]["layers"]
+    expected = csa * (KV_ROW[kv] + INDEX_K_ROW[idx]) / 4 + hca * KV_ROW[kv] / 128
+    assert p["bytes_per_token"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("model", sorted(FP8_BYTES_PER_TOKEN))
+def test_fp8_bytes_per_token_and_distinct_fingerprints(model):
+    p = plan(model, "fp8", "fp8")
+    assert p["bytes_per_token"] == pytest.approx(FP8_BYTES_PER_TOKEN[model])
+    prints = {plan(model, kv, idx)["fingerprint"] for kv in KV_ROW for idx in INDEX_K_ROW}
+    assert len(prints) == len(KV_ROW) * len(INDEX_K_ROW)  # peers with any dtype mismatch differ
+
+
+def test_budget_is_reported_and_text_mode_prints_a_summary():
+    p = plan("deepseek-v4-flash.json", "fp8", "fp8")
+    assert p["budget"]["memory_bytes"] == 68719476736
+    assert p["budget"]["tokens"] > 0 and p["budget"]["sequence_slots"] > 0
+    r = run_tandem("plan", "--model", str(CONFIGS / "deepseek-v4-flash.json"),
+                   "--set", "cache.kv_dtype=fp8", "--set", "cache.index_k_dtype=fp8")
+    assert r.returncode == 0 and "3850.25" in r.stdout and "index_k" in r.stdout
+
+
+def test_plan_errors_name_the_problem(tmp_path):
+    r = run_tandem("plan", "--model", str(tmp_path / "missing"))
+    assert r.returncode == 2 and "missing" in r.stderr
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "deepseek_v4"}')
+    r = run_tandem("plan", "--model", str(tmp_path))
+    assert r.returncode == 2 and ("hidden_size" in r.stderr or "config.json" in r.stderr)
