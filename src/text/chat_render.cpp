@@ -83,6 +83,9 @@ status validate(const chat_request& req) {
             in_tool_results = true;
         }
     }
+    if (!pending.empty()) {
+        return request_error("messages: every tool_call_id of the last assistant message needs a tool message");
+    }
     return status::ok();
 }
 
@@ -106,6 +109,10 @@ status normalize_strict(json_value* schema, const std::string& where) {
         for (auto& [key, sub] : props->members) {
             required.items.push_back(json_value::make_string(key));
             TANDEM_RETURN_IF_ERROR(normalize_strict(&sub, where + ".properties." + key));
+        }
+        if (const json_value* extra = schema->find("additionalProperties");
+            extra && !(extra->type == json_value::kind::boolean && !extra->boolean)) {
+            return request_error(where + ".additionalProperties: must be false in a strict schema");
         }
         if (const json_value* given = schema->find("required")) {
             std::unordered_set<std::string> a, b;
