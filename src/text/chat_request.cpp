@@ -63,11 +63,11 @@ status read_string(const json_value& obj, std::string_view key, const std::strin
     return status::ok();
 }
 
-status read_tool_calls(const json_value& msg, const std::string& field, chat_message* m) {
+status read_tool_calls(const json_value& msg, const std::string& field, bool official, chat_message* m) {
     const json_value* calls = msg.find("tool_calls");
     if (calls == nullptr || calls->type == json_value::kind::null) return status::ok();
     if (calls->type != json_value::kind::array) return field_error(field, "must be an array");
-    if (calls->items.empty()) return field_error(field, "must not be an empty array");
+    if (calls->items.empty() && !official) return field_error(field, "must not be an empty array");
     for (size_t i = 0; i < calls->items.size(); ++i) {
         const json_value& c = calls->items[i];
         const std::string cf = field + "[" + std::to_string(i) + "]";
@@ -128,7 +128,7 @@ result<chat_message> read_message(const json_value& msg, const std::string& fiel
         const json_value* rcv = msg.find("reasoning_content");
         TANDEM_RETURN_IF_ERROR(read_string(msg, "reasoning_content", field + ".reasoning_content", false, &rc));
         if (rcv && rcv->type != json_value::kind::null) m.reasoning_content = rc;
-        TANDEM_RETURN_IF_ERROR(read_tool_calls(msg, field + ".tool_calls", &m));
+        TANDEM_RETURN_IF_ERROR(read_tool_calls(msg, field + ".tool_calls", official, &m));
         if (!has_content && m.tool_calls.empty()) {
             return field_error(field, "an assistant message needs content or tool_calls");
         }
