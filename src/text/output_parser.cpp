@@ -93,15 +93,7 @@ void output_parser::finish(std::vector<output_event>* events) {
     while (step(true, events)) {
     }
     // Markup that never parsed (glyph variants, plain XML tags) still flags the response.
-    if (malformed_count_ == 0) {
-        for (std::string_view marker : {"DSML", "<tool_calls", "</tool_calls", "<invoke", "</invoke",
-                                        "<parameter ", "</parameter>", "<function_calls"}) {
-            if (content_seen_.find(marker) != std::string::npos) {
-                ++malformed_count_;
-                break;
-            }
-        }
-    }
+    if (malformed_count_ == 0 && markup_in_content_) ++malformed_count_;
 }
 
 bool output_parser::step(bool at_end, std::vector<output_event>* events) {
@@ -122,11 +114,24 @@ bool output_parser::step(bool at_end, std::vector<output_event>* events) {
     return false;
 }
 
+// Looks for markup-like text in content (scanning across delta boundaries).
+void output_parser::note_markup(std::string_view text) {
+    static constexpr std::string_view markers[] = {"DSML", "<tool_calls", "</tool_calls", "<invoke",
+                                                   "</invoke", "<parameter ", "</parameter>",
+                                                   "<function_calls"};
+    constexpr size_t keep = 15;  // longest marker - 1
+    content_tail_.append(text);
+    for (std::string_view m : markers) {
+        if (content_tail_.find(m) != std::string::npos) markup_in_content_ = true;
+    }
+    if (content_tail_.size() > keep) content_tail_.erase(0, content_tail_.size() - keep);
+}
+
 void output_parser::emit_text(output_event::kind kind, std::string_view text,
                               std::vector<output_event>* events) {
     if (text.empty()) return;
     segment_start_ = false;
-    if (kind == output_event::kind::content) content_seen_.append(text);
+    if (kind == output_event::kind::content) note_markup(text);
     if (!events->empty() && events->back().type == kind && kind != output_event::kind::tool_call) {
         events->back().text.append(text);
         return;

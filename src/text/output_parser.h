@@ -88,6 +88,7 @@ private:
     void consume_raw(size_t n);
     void fail(std::vector<output_event>* events);
     void emit_text(output_event::kind kind, std::string_view text, std::vector<output_event>* events);
+    void note_markup(std::string_view text);
     void finish_call(std::vector<output_event>* events);
 
     output_parser_options options_;
@@ -105,7 +106,8 @@ private:
     int64_t malformed_count_ = 0;
     bool call_in_reasoning_ = false;
     bool segment_start_ = true;     // no reasoning/content text emitted yet in this segment
-    std::string content_seen_;      // all content, scanned for markup at finish
+    std::string content_tail_;      // last bytes of content, so markers split across deltas are seen
+    bool markup_in_content_ = false;
 };
 
 }  // namespace tandem::text
