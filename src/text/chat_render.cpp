@@ -262,11 +262,7 @@ result<rendered_prompt> render_chat(const chat_request& req) {
     const bool with_tools = !req.tools.empty() && req.tool_choice != tool_choice_kind::none;
     rendered_prompt p;
     p.append_special(bos);
-    if (req.thinking && (req.effort == reasoning_effort::high || req.effort == reasoning_effort::xhigh)) {
-        p.append_text(effort_absolute_maximum);
-    } else if (req.thinking && req.effort == reasoning_effort::max) {
-        p.append_text(effort_beyond_maximum);
-    }
+    if (req.thinking) p.append_text(effort_prefix(req.effort));
     TANDEM_RETURN_IF_ERROR(append_system_block(req, with_tools, &p));
 
     std::vector<user_block> turn;
