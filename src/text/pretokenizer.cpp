@@ -139,7 +139,13 @@ void split_piece(const pcre2_code* code, std::string_view text, text_span span,
     while (pos < length) {
         int rc = pcre2_match(code, subject, length, pos, PCRE2_NO_UTF_CHECK, scratch.match_data,
                              scratch.context);
-        if (rc < 0) break;
+        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+            // A JIT resource limit (not seen up to 8 MiB pieces): retry with the interpreter,
+            // which keeps its backtracking frames on the heap.
+            rc = pcre2_match(code, subject, length, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+                             scratch.match_data, scratch.context);
+        }
+        if (rc < 0) break;  // no further match: the rest of the piece is one gap
         PCRE2_SIZE* ov = pcre2_get_ovector_pointer(scratch.match_data);
         PCRE2_SIZE m_begin = ov[0];
         PCRE2_SIZE m_end = ov[1];
