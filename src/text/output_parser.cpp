@@ -116,6 +116,9 @@ bool output_parser::step(bool at_end, std::vector<output_event>* events) {
 
 // Looks for markup-like text in content (scanning across delta boundaries).
 void output_parser::note_markup(std::string_view text) {
+    if (after_block_ && text.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+        markup_in_content_ = true;
+    }
     static constexpr std::string_view markers[] = {"DSML", "<tool_calls", "</tool_calls", "<invoke",
                                                    "</invoke", "<parameter ", "</parameter>",
                                                    "<function_calls"};
@@ -230,6 +233,8 @@ bool output_parser::step_block(bool at_end, std::vector<output_event>* events) {
         state_ = state::content;
         if (!had_call) {  // an empty block is markup without a call: hand it back
             fail(events);
+        } else {
+            after_block_ = true;
         }
         raw_.clear();
         return true;
@@ -353,6 +358,7 @@ void output_parser::finish_call(std::vector<output_event>* events) {
     call_params_.clear();
     raw_.clear();
     block_has_call_ = true;
+    if (block_close_.empty()) after_block_ = true;
     state_ = block_close_.empty() ? state::content : state::block;
 }
 

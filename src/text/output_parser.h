@@ -17,7 +17,8 @@
 //     block, including the newlines before it, is returned as content, and the response is
 //     flagged (malformed(), malformed_count() for the metric). Calls already emitted stand.
 //   * Markup-like text left in content (glyph variants such as |DSML| or ‖DSML‖, plain
-//     <tool_calls>/<invoke> XML) also flags the response; the text is kept as is.
+//     <tool_calls>/<invoke> XML), or text after a completed block (the grammar allows only
+//     EOS there), also flags the response; the text is kept as is.
 //   * A block opened inside reasoning (no </think>) ends the reasoning and is parsed as calls,
 //     as DeepSeek's own streaming parser does; tool_call_in_reasoning() reports it.
 //   * A stray </think> in content is dropped (a control token, not text).
@@ -108,6 +109,7 @@ private:
     bool segment_start_ = true;     // no reasoning/content text emitted yet in this segment
     std::string content_tail_;      // last bytes of content, so markers split across deltas are seen
     bool markup_in_content_ = false;
+    bool after_block_ = false;      // a block was completed; only whitespace may follow
 };
 
 }  // namespace tandem::text

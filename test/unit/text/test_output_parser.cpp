@@ -166,6 +166,9 @@ TEST_CASE("output parser: bare invoke and a prompt-opened block") {
     parsed p = parse_every_split(std::string("x").append(invoke("f", {param("a", true, "1")})).append("y"));
     CHECK(p.content == "xy");
     REQUIRE(p.calls.size() == 1);
+    CHECK(p.malformed);  // text after the call: kept, but the grammar allows only EOS there
+    p = parse_every_split(block({invoke("f", {})}) + "\n\n");
+    CHECK_FALSE(p.malformed);
     output_parser_options opened;
     opened.starts_in_tool_calls = true;
     p = parse_every_split(invoke("f", {}) + "\n</" + D + "tool_calls>", opened);
