@@ -52,6 +52,9 @@ status validate(const chat_request& req) {
     }
     const bool any_calls = std::any_of(req.messages.begin(), req.messages.end(),
                                        [](const chat_message& m) { return !m.tool_calls.empty(); });
+    if (req.response_format == response_format_kind::json_object && req.messages.back().prefix) {
+        return request_error("response_format: json_object cannot be used with a prefix assistant message");
+    }
     if ((!req.tools.empty() || any_calls) && req.messages.back().prefix) {
         return request_error("messages: a prefix assistant message cannot be used with tools or tool calls");
     }
