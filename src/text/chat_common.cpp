@@ -77,6 +77,17 @@ const std::string_view effort_beyond_maximum =
     "angles and are certain that no assumption remains unchecked and no error remains "
     "undiscovered.\n\n";
 
+std::string_view effort_prefix(reasoning_effort effort) {
+    switch (effort) {
+        case reasoning_effort::high:
+        case reasoning_effort::xhigh: return effort_absolute_maximum;
+        case reasoning_effort::max: return effort_beyond_maximum;
+        case reasoning_effort::unset:
+        case reasoning_effort::low: return {};
+    }
+    return {};
+}
+
 void append_template(rendered_prompt* p, std::string_view text) {
     static constexpr std::string_view specials[] = {dsml, think_open, think_close};
     size_t at = 0;

@@ -20,6 +20,9 @@ inline constexpr std::string_view dsml = "｜DSML｜";
 extern const std::string_view effort_absolute_maximum;
 extern const std::string_view effort_beyond_maximum;
 
+// The prefix a reasoning effort puts after BOS in thinking mode ("" for unset and low).
+std::string_view effort_prefix(reasoning_effort effort);
+
 // Appends template text, marking its <think>, </think> and ｜DSML｜ as special tokens. Only
 // for text the server wrote, never for client text.
 void append_template(rendered_prompt* p, std::string_view text);

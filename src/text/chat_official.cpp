@@ -125,13 +125,7 @@ void append_assistant(const render_state& st, int64_t index, rendered_prompt* p)
 
 status render_one(const render_state& st, int64_t index, rendered_prompt* p) {
     const merged_message& mm = st.msgs[index];
-    if (index == 0 && st.opt.thinking) {
-        if (st.opt.effort == reasoning_effort::high || st.opt.effort == reasoning_effort::xhigh) {
-            p->append_text(effort_absolute_maximum);
-        } else if (st.opt.effort == reasoning_effort::max) {
-            p->append_text(effort_beyond_maximum);
-        }
-    }
+    if (index == 0 && st.opt.thinking) p->append_text(effort_prefix(st.opt.effort));
     switch (mm.role) {
         case chat_role::system:
             p->append_text(mm.src->content);

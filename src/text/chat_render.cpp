@@ -52,6 +52,9 @@ status validate(const chat_request& req) {
     }
     const bool any_calls = std::any_of(req.messages.begin(), req.messages.end(),
                                        [](const chat_message& m) { return !m.tool_calls.empty(); });
+    if (req.response_format == response_format_kind::json_object && req.messages.back().prefix) {
+        return request_error("response_format: json_object cannot be used with a prefix assistant message");
+    }
     if ((!req.tools.empty() || any_calls) && req.messages.back().prefix) {
         return request_error("messages: a prefix assistant message cannot be used with tools or tool calls");
     }
@@ -83,6 +86,9 @@ status validate(const chat_request& req) {
             in_tool_results = true;
         }
     }
+    if (!pending.empty()) {
+        return request_error("messages: every tool_call_id of the last assistant message needs a tool message");
+    }
     return status::ok();
 }
 
@@ -106,6 +112,10 @@ status normalize_strict(json_value* schema, const std::string& where) {
         for (auto& [key, sub] : props->members) {
             required.items.push_back(json_value::make_string(key));
             TANDEM_RETURN_IF_ERROR(normalize_strict(&sub, where + ".properties." + key));
+        }
+        if (const json_value* extra = schema->find("additionalProperties");
+            extra && !(extra->type == json_value::kind::boolean && !extra->boolean)) {
+            return request_error(where + ".additionalProperties: must be false in a strict schema");
         }
         if (const json_value* given = schema->find("required")) {
             std::unordered_set<std::string> a, b;
@@ -255,11 +265,7 @@ result<rendered_prompt> render_chat(const chat_request& req) {
     const bool with_tools = !req.tools.empty() && req.tool_choice != tool_choice_kind::none;
     rendered_prompt p;
     p.append_special(bos);
-    if (req.thinking && (req.effort == reasoning_effort::high || req.effort == reasoning_effort::xhigh)) {
-        p.append_text(effort_absolute_maximum);
-    } else if (req.thinking && req.effort == reasoning_effort::max) {
-        p.append_text(effort_beyond_maximum);
-    }
+    if (req.thinking) p.append_text(effort_prefix(req.effort));
     TANDEM_RETURN_IF_ERROR(append_system_block(req, with_tools, &p));
 
     std::vector<user_block> turn;

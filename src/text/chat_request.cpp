@@ -63,10 +63,11 @@ status read_string(const json_value& obj, std::string_view key, const std::strin
     return status::ok();
 }
 
-status read_tool_calls(const json_value& msg, const std::string& field, chat_message* m) {
+status read_tool_calls(const json_value& msg, const std::string& field, bool official, chat_message* m) {
     const json_value* calls = msg.find("tool_calls");
     if (calls == nullptr || calls->type == json_value::kind::null) return status::ok();
     if (calls->type != json_value::kind::array) return field_error(field, "must be an array");
+    if (calls->items.empty() && !official) return field_error(field, "must not be an empty array");
     for (size_t i = 0; i < calls->items.size(); ++i) {
         const json_value& c = calls->items[i];
         const std::string cf = field + "[" + std::to_string(i) + "]";
@@ -119,12 +120,15 @@ result<chat_message> read_message(const json_value& msg, const std::string& fiel
     TANDEM_RETURN_IF_ERROR(read_content(msg.find("content"), field + ".content",
                                         m.role == chat_role::tool, &m.content, &has_content));
     TANDEM_RETURN_IF_ERROR(read_string(msg, "name", field + ".name", false, &m.name));
+    if (!has_content && m.role != chat_role::assistant) {
+        return field_error(field + ".content", "must be a string or an array of content parts");
+    }
     if (m.role == chat_role::assistant) {
         std::string rc;
         const json_value* rcv = msg.find("reasoning_content");
         TANDEM_RETURN_IF_ERROR(read_string(msg, "reasoning_content", field + ".reasoning_content", false, &rc));
         if (rcv && rcv->type != json_value::kind::null) m.reasoning_content = rc;
-        TANDEM_RETURN_IF_ERROR(read_tool_calls(msg, field + ".tool_calls", &m));
+        TANDEM_RETURN_IF_ERROR(read_tool_calls(msg, field + ".tool_calls", official, &m));
         if (!has_content && m.tool_calls.empty()) {
             return field_error(field, "an assistant message needs content or tool_calls");
         }
@@ -146,6 +150,10 @@ status read_tools(const json_value& body, chat_request* req) {
     if (tools->type != json_value::kind::array) return field_error("tools", "must be an array");
     for (size_t i = 0; i < tools->items.size(); ++i) {
         const std::string tf = "tools[" + std::to_string(i) + "]";
+        const json_value* type = tools->items[i].find("type");
+        if (type == nullptr || !type->is_string() || type->text != "function") {
+            return field_error(tf + ".type", "must be \"function\"");
+        }
         const json_value* fn = tools->items[i].find("function");
         if (fn == nullptr || !fn->is_object()) return field_error(tf + ".function", "missing");
         const json_value* name = fn->find("name");

@@ -93,15 +93,7 @@ void output_parser::finish(std::vector<output_event>* events) {
     while (step(true, events)) {
     }
     // Markup that never parsed (glyph variants, plain XML tags) still flags the response.
-    if (malformed_count_ == 0) {
-        for (std::string_view marker : {"DSML", "<tool_calls", "</tool_calls", "<invoke", "</invoke",
-                                        "<parameter ", "</parameter>", "<function_calls"}) {
-            if (content_seen_.find(marker) != std::string::npos) {
-                ++malformed_count_;
-                break;
-            }
-        }
-    }
+    if (malformed_count_ == 0 && markup_in_content_) ++malformed_count_;
 }
 
 bool output_parser::step(bool at_end, std::vector<output_event>* events) {
@@ -122,10 +114,27 @@ bool output_parser::step(bool at_end, std::vector<output_event>* events) {
     return false;
 }
 
+// Looks for markup-like text in content (scanning across delta boundaries).
+void output_parser::note_markup(std::string_view text) {
+    if (after_block_ && text.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+        markup_in_content_ = true;
+    }
+    static constexpr std::string_view markers[] = {"DSML", "<tool_calls", "</tool_calls", "<invoke",
+                                                   "</invoke", "<parameter ", "</parameter>",
+                                                   "<function_calls"};
+    constexpr size_t keep = 15;  // longest marker - 1
+    content_tail_.append(text);
+    for (std::string_view m : markers) {
+        if (content_tail_.find(m) != std::string::npos) markup_in_content_ = true;
+    }
+    if (content_tail_.size() > keep) content_tail_.erase(0, content_tail_.size() - keep);
+}
+
 void output_parser::emit_text(output_event::kind kind, std::string_view text,
                               std::vector<output_event>* events) {
     if (text.empty()) return;
-    if (kind == output_event::kind::content) content_seen_.append(text);
+    segment_start_ = false;
+    if (kind == output_event::kind::content) note_markup(text);
     if (!events->empty() && events->back().type == kind && kind != output_event::kind::tool_call) {
         events->back().text.append(text);
         return;
@@ -143,6 +152,12 @@ void output_parser::consume_raw(size_t n) {
 
 // Reasoning and content: stream text, stop at </think> or a block opener.
 bool output_parser::step_text(bool at_end, std::vector<output_event>* events) {
+    if (segment_start_) {  // leading newlines of reasoning / content are formatting
+        size_t n = 0;
+        while (n < buf_.size() && buf_[n] == '\n') ++n;
+        buf_.erase(0, n);
+        if (buf_.empty()) return false;
+    }
     const bool reasoning = state_ == state::reasoning;
     const auto kind = reasoning ? output_event::kind::reasoning : output_event::kind::content;
     static constexpr std::string_view reasoning_tags[] = {think_end, block_v4, block_v32};
@@ -167,8 +182,11 @@ bool output_parser::step_text(bool at_end, std::vector<output_event>* events) {
         return false;
     }
     if (which == think_end) {
-        emit_text(kind, std::string_view(buf_).substr(0, pos), events);
+        size_t text_end = pos;
+        while (reasoning && text_end > 0 && buf_[text_end - 1] == '\n') --text_end;
+        emit_text(kind, std::string_view(buf_).substr(0, text_end), events);
         buf_.erase(0, pos + think_end.size());  // in content a stray </think> is dropped
+        if (reasoning) segment_start_ = true;
         state_ = state::content;
         return true;
     }
@@ -215,6 +233,8 @@ bool output_parser::step_block(bool at_end, std::vector<output_event>* events) {
         state_ = state::content;
         if (!had_call) {  // an empty block is markup without a call: hand it back
             fail(events);
+        } else {
+            after_block_ = true;
         }
         raw_.clear();
         return true;
@@ -338,6 +358,7 @@ void output_parser::finish_call(std::vector<output_event>* events) {
     call_params_.clear();
     raw_.clear();
     block_has_call_ = true;
+    if (block_close_.empty()) after_block_ = true;
     state_ = block_close_.empty() ? state::content : state::block;
 }
 

@@ -17,10 +17,13 @@
 //     block, including the newlines before it, is returned as content, and the response is
 //     flagged (malformed(), malformed_count() for the metric). Calls already emitted stand.
 //   * Markup-like text left in content (glyph variants such as |DSML| or ‖DSML‖, plain
-//     <tool_calls>/<invoke> XML) also flags the response; the text is kept as is.
+//     <tool_calls>/<invoke> XML), or text after a completed block (the grammar allows only
+//     EOS there), also flags the response; the text is kept as is.
 //   * A block opened inside reasoning (no </think>) ends the reasoning and is parsed as calls,
 //     as DeepSeek's own streaming parser does; tool_call_in_reasoning() reports it.
 //   * A stray </think> in content is dropped (a control token, not text).
+// Whitespace follows DeepSeek's API (deepseek-recipe): newlines at the start of reasoning and
+// of content, and right before </think> or a block, are formatting and not returned.
 // One parser per response; not thread-safe.
 #pragma once
 
@@ -86,6 +89,7 @@ private:
     void consume_raw(size_t n);
     void fail(std::vector<output_event>* events);
     void emit_text(output_event::kind kind, std::string_view text, std::vector<output_event>* events);
+    void note_markup(std::string_view text);
     void finish_call(std::vector<output_event>* events);
 
     output_parser_options options_;
@@ -102,7 +106,10 @@ private:
     int64_t next_tool_index_ = 0;
     int64_t malformed_count_ = 0;
     bool call_in_reasoning_ = false;
-    std::string content_seen_;      // all content, scanned for markup at finish
+    bool segment_start_ = true;     // no reasoning/content text emitted yet in this segment
+    std::string content_tail_;      // last bytes of content, so markers split across deltas are seen
+    bool markup_in_content_ = false;
+    bool after_block_ = false;      // a block was completed; only whitespace may follow
 };
 
 }  // namespace tandem::text

@@ -4,6 +4,8 @@
 
 #include <pcre2.h>
 
+#include "text/unicode_additions.inc"
+
 namespace tandem::text {
 
 namespace {
@@ -31,6 +33,17 @@ pcre2_scratch& thread_scratch() {
     return scratch;
 }
 
+std::string_view additions_for(char major_class) {
+    switch (major_class) {
+        case 'L': return unicode_additions::l_class;
+        case 'M': return unicode_additions::m_class;
+        case 'N': return unicode_additions::n_class;
+        case 'P': return unicode_additions::p_class;
+        case 'S': return unicode_additions::s_class;
+    }
+    return {};
+}
+
 }  // namespace
 
 result<std::string> translate_onig_pattern(std::string_view p) {
@@ -51,6 +64,13 @@ result<std::string> translate_onig_pattern(std::string_view p) {
                                       "which is not supported");
                 }
                 out.append("[^").append(white_space_ranges).append("]");
+            } else if (e == 'p' && i + 3 < p.size() && p[i + 1] == '{' && p[i + 3] == '}' &&
+                       std::string_view("LMNPS").find(p[i + 2]) != std::string_view::npos) {
+                // \p{X} plus the code points Unicode 15-16 added to X (see unicode_additions.inc).
+                const std::string_view extra = additions_for(p[i + 2]);
+                out.append(in_class ? "" : "[").append("\\p{").push_back(p[i + 2]);
+                out.append("}").append(extra).append(in_class ? "" : "]");
+                i += 3;
             } else {
                 out.push_back('\\');
                 out.push_back(e);
@@ -119,7 +139,13 @@ void split_piece(const pcre2_code* code, std::string_view text, text_span span,
     while (pos < length) {
         int rc = pcre2_match(code, subject, length, pos, PCRE2_NO_UTF_CHECK, scratch.match_data,
                              scratch.context);
-        if (rc < 0) break;
+        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+            // A JIT resource limit (not seen up to 8 MiB pieces): retry with the interpreter,
+            // which keeps its backtracking frames on the heap.
+            rc = pcre2_match(code, subject, length, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+                             scratch.match_data, scratch.context);
+        }
+        if (rc < 0) break;  // no further match: the rest of the piece is one gap
         PCRE2_SIZE* ov = pcre2_get_ovector_pointer(scratch.match_data);
         PCRE2_SIZE m_begin = ov[0];
         PCRE2_SIZE m_end = ov[1];

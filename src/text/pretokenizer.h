@@ -4,6 +4,8 @@
 // `\s+(?!\S)` sees only the current piece, as in HF tokenizers. Patterns are compiled with
 // PCRE2_UTF | PCRE2_UCP and JIT. `\s` / `\S` are rewritten to the Unicode White_Space property,
 // which is what Oniguruma (HF's regex engine) uses; PCRE2's own `\s` also matches U+180E.
+// `\p{L|M|N|P|S}` get the code points Unicode 15.0-16.0 added to the class appended, because
+// HF's Oniguruma knows Unicode 16.0 while Debian 12's PCRE2 10.42 knows 14.0.
 // Input must be valid UTF-8 (the tokenizer sanitizes first).
 #pragma once
 
@@ -22,7 +24,8 @@ struct text_span {
     int64_t end;
 };
 
-// Rewrites `\s` and `\S` of an Oniguruma pattern to explicit White_Space classes.
+// Rewrites an Oniguruma pattern for PCRE2: `\s`/`\S` as explicit White_Space classes and
+// `\p{X}` extended to Unicode 16.0.
 result<std::string> translate_onig_pattern(std::string_view pattern);
 
 class split_chain {

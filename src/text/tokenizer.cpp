@@ -154,7 +154,7 @@ void tokenizer::impl::encode_plain(std::string_view text, std::vector<token_id>*
         if (cacheable) {
             std::unique_lock lock(cache_mutex, std::try_to_lock);
             if (lock.owns_lock()) {
-                auto it = cache.find(std::string(word));
+                auto it = cache.find(word);
                 if (it != cache.end()) {
                     out->insert(out->end(), it->second.begin(), it->second.end());
                     continue;

@@ -80,7 +80,11 @@ struct tokenizer::impl {
 
     // Pre-token -> ids cache. try_lock only: a busy cache is skipped, never waited on.
     mutable std::mutex cache_mutex;
-    mutable std::unordered_map<std::string, std::vector<token_id>> cache;
+    struct string_hash {
+        using is_transparent = void;  // lookups by string_view allocate nothing
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    mutable std::unordered_map<std::string, std::vector<token_id>, string_hash, std::equal_to<>> cache;
 
     void bpe_word(std::string_view word, std::vector<token_id>* out) const;
     void encode_plain(std::string_view valid_text, std::vector<token_id>* out) const;

@@ -6,7 +6,9 @@ Source: deepseek-ai/DeepSeek-V4-Flash (and -Pro) `encoding/tests/test_input_{1,3
 character for character in osaurus-ai's Swift port (DeepSeekV4ToolEncodingTests.swift,
 "hand transcription of the published golden files"). The further cases there were rendered by
 running encoding_dsv4.py itself. The Python encoder is not on PyPI, so these expectations are
-transcriptions, not regenerated; test_input_2/4 were not available.
+transcriptions, not regenerated. The published files themselves (all four fixtures) are kept
+verbatim in test/golden/text/dsv4_official/; tools/text/check_official_encoder.py runs the real
+encoder on random conversations when you have it.
 
 Each case: messages in OpenAI shape with the encoder's message-level keys (tools,
 response_format, task, wo_eos), the encode_messages options, and the exact expected prompt.

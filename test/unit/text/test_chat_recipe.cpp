@@ -17,7 +17,10 @@ namespace {
 TEST_CASE("chat: render_chat matches deepseek-recipe on the stored corpus") {
     auto tok = testing::reference_tokenizer();
     simdjson::dom::parser parser;
-    simdjson::dom::element root = parser.load(testing::source_path("test/golden/text/chat_recipe_cases.json"));
+    // TANDEM_CHAT_CORPUS points the test at another corpus of the same format (for exploring).
+    const char* other = std::getenv("TANDEM_CHAT_CORPUS");
+    simdjson::dom::element root =
+        parser.load(other ? std::string(other) : testing::source_path("test/golden/text/chat_recipe_cases.json"));
     int64_t index = 0, rendered = 0, rejected = 0;
     for (simdjson::dom::element c : root["cases"].get_array()) {
         CAPTURE(index);
@@ -54,8 +57,10 @@ TEST_CASE("chat: render_chat matches deepseek-recipe on the stored corpus") {
         ++rendered;
         ++index;
     }
-    CHECK(rendered > 150);
-    CHECK(rejected > 10);
+    if (other == nullptr) {
+        CHECK(rendered > 150);
+        CHECK(rejected > 10);
+    }
 }
 
 }  // namespace
