@@ -36,7 +36,7 @@ struct request {
     // Emission.
     size_t emitted = 0;
     std::vector<position_logprobs> pending_logprobs;  // for output[emitted..]
-    std::vector<position_logprobs> prompt_logprobs;   // for prompt positions 1..n-1
+    std::vector<position_logprobs> prompt_logprobs;   // [0] placeholder, then positions 1..
     int64_t prompt_logprobs_next = 1;                 // next prompt position to score
     bool prompt_logprobs_sent = false;
 

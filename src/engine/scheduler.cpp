@@ -98,6 +98,9 @@ result<request_id> scheduler::submit(submit_request req) {
         std::lock_guard lock(seed_mu_);
         r->seed = seed_rng_();
     }
+    if (r->params.prompt_logprobs) {  // position 0: a placeholder, nothing predicts it
+        r->prompt_logprobs.push_back({{r->prompt.front(), 0.0f}, {}});
+    }
     r->submitted_s = monotonic_seconds();
     request_id id = r->id;
     std::unique_lock lock(inbox_mu_);

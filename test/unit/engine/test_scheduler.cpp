@@ -290,7 +290,7 @@ TEST_CASE("scheduler: stop token ids, EOS and finish() end a request with reason
     CHECK(d.finals == 1);
 }
 
-TEST_CASE("scheduler: prompt logprobs are the same for every chunk size and survive preemption") {
+TEST_CASE("scheduler: prompt logprobs are exact for every chunk size, once, despite preemption") {
     fake_executor_options fo;
     auto prompt = make_prompt(5, 23, fo.vocab);
     sampling_params p;
@@ -309,22 +309,37 @@ TEST_CASE("scheduler: prompt logprobs are the same for every chunk size and surv
         log_softmax(row, lp);
         expected.push_back(lp[size_t(prompt[i + 1])]);
     }
-    for (int64_t chunk : {1, 4, 100}) {
+    // Chunk sizes alone; then 6 copies at once in 4-token pages x 13: the first two prefill
+    // together, their decodes outgrow the cache, the newer is preempted after its prompt was
+    // scored, and its recompute must not score the prompt again.
+    for (auto [chunk, copies, pages] : {std::tuple{1, 1, 4096}, {4, 1, 4096}, {100, 1, 4096},
+                                        {100, 6, 13}}) {
+        CAPTURE(chunk);
         scheduler_options so;
         so.max_prefill_tokens = chunk;
-        auto t = make_test_engine(fo, so);
-        collector c;
-        REQUIRE(t.eng->submit({prompt, p, c.sink(), ""}));
-        REQUIRE(c.wait_final());
+        std::atomic<bool> go{false};  // the first step waits for every copy
+        so.before_step = [&go](uint64_t) {
+            while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        };
+        auto t = make_test_engine(fo, so, 4, pages);
+        std::deque<collector> cols(static_cast<size_t>(copies));
+        for (auto& c : cols) REQUIRE(t.eng->submit({prompt, p, c.sink(), ""}));
+        go.store(true);
+        for (auto& c : cols) REQUIRE(c.wait_final());
+        if (copies > 1) CHECK(t.eng->stats().preemptions > 0);
+        for (auto& c : cols) {
         std::lock_guard lock(c.mu);
-        REQUIRE(c.prompt_logprobs.size() == prompt.size() - 1);
+        REQUIRE(c.prompt_logprobs.size() == prompt.size());
+        CHECK(c.prompt_logprobs[0].chosen.token == prompt[0]);  // the placeholder
+        CHECK(c.prompt_logprobs[0].top.empty());
         for (size_t i = 0; i < expected.size(); ++i) {
-            CHECK(c.prompt_logprobs[i].chosen.token == prompt[i + 1]);
-            CHECK(c.prompt_logprobs[i].chosen.logprob == doctest::Approx(expected[i]));
-            CHECK(c.prompt_logprobs[i].top.size() == 2);
+            CHECK(c.prompt_logprobs[i + 1].chosen.token == prompt[i + 1]);
+            CHECK(c.prompt_logprobs[i + 1].chosen.logprob == doctest::Approx(expected[i]));
+            CHECK(c.prompt_logprobs[i + 1].top.size() == 2);
         }
         CHECK(c.logprobs.size() == 6);
         CHECK(c.tokens == reference_tokens(prompt, p, 0, fo));
+        }
     }
 }
 
