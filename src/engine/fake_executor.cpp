@@ -42,6 +42,9 @@ void fake_executor::logits_for_prefix_hash(uint64_t prefix_hash, std::span<float
 
 status fake_executor::execute(const step_plan& plan, step_output& out) {
     if (opt_.step_delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(opt_.step_delay_us));
+    if (steps_.fetch_add(1) + 1 == opt_.fail_step) {
+        return make_error(error_code::internal, "fake executor: injected failure");
+    }
     prepare_output(plan, opt_.vocab, out);
     for (size_t i = 0; i < plan.items.size(); ++i) {
         const plan_item& it = plan.items[i];
@@ -65,7 +68,6 @@ status fake_executor::execute(const step_plan& plan, step_output& out) {
         max_chunk_.store(std::max<int64_t>(max_chunk_.load(), int64_t(it.tokens.size())));
     }
     max_batch_.store(std::max<int64_t>(max_batch_.load(), int64_t(plan.items.size())));
-    steps_.fetch_add(1);
     return status::ok();
 }
 

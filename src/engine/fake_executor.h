@@ -25,6 +25,7 @@ struct fake_executor_options {
     int64_t max_context = 4096;
     int64_t max_sequences = 1 << 20;
     int64_t step_delay_us = 0;  // sleep per execute(), so tests can act while requests run
+    int64_t fail_step = 0;      // > 0: the n-th execute() fails (internal), changing nothing
 };
 
 class fake_executor final : public model_executor {

@@ -406,3 +406,36 @@ TEST_CASE("scheduler: metrics record steps, batch sizes and latencies") {
     CHECK(m.batch_size.render_prometheus("tandem_batch_size", "x").find("_count") !=
           std::string::npos);
 }
+
+TEST_CASE("scheduler: a failed model step fails its requests once and the engine carries on") {
+    fake_executor_options fo;
+    fo.fail_step = 3;
+    scheduler_options so;
+    std::atomic<bool> go{false};  // both requests share the failing step
+    so.before_step = [&go](uint64_t) {
+        while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+    auto t = make_test_engine(fo, so);
+    sampling_params p;
+    p.temperature = 0;
+    p.max_tokens = 8;
+    p.ignore_eos = true;
+    collector a, b;
+    REQUIRE(t.eng->submit({{1, 2, 3}, p, a.sink(), ""}));
+    REQUIRE(t.eng->submit({{4, 5}, p, b.sink(), ""}));
+    go.store(true);
+    for (collector* c : {&a, &b}) {
+        REQUIRE(c->wait_final());
+        std::lock_guard lock(c->mu);
+        CHECK(c->finals == 1);
+        CHECK(c->last.reason == finish_reason::error);
+        CHECK(c->last.error.message().find("injected failure") != std::string::npos);
+        CHECK(c->tokens.size() == 2);  // steps 1 and 2 each gave a token
+    }
+    collector later;
+    REQUIRE(t.eng->submit({{1, 2, 3}, p, later.sink(), ""}));
+    REQUIRE(later.wait_final());
+    CHECK(later.tokens == reference_tokens({1, 2, 3}, p, 0, fo));
+    CHECK(t.eng->stats().requests_failed == 2);
+    CHECK(t.exec->live_sequences() == 0);
+}
