@@ -29,7 +29,7 @@ struct fake_executor_options {
 };
 
 class fake_executor final : public model_executor {
-public:
+  public:
     explicit fake_executor(fake_executor_options opt = {});
 
     result<sequence_id> new_sequence() override;
@@ -50,7 +50,7 @@ public:
     int64_t max_chunk_seen() const { return max_chunk_.load(); }
     int64_t steps_executed() const { return steps_.load(); }
 
-private:
+  private:
     struct sequence_state {
         uint64_t hash = k_empty_hash;
         int64_t length = 0;

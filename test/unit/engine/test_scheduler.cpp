@@ -17,7 +17,9 @@ sampling_params params_for(int i, int64_t max_tokens) {
     p.max_tokens = max_tokens;
     p.ignore_eos = (i % 4) != 0;  // a quarter may stop at EOS
     switch (i % 3) {
-        case 0: p.temperature = 0.0; break;
+        case 0:
+            p.temperature = 0.0;
+            break;
         case 1:
             p.temperature = 0.8;
             p.top_k = 20;
@@ -153,7 +155,7 @@ TEST_CASE("scheduler: mass abort of 200 in-flight requests returns all capacity"
     REQUIRE(cols[0].wait_tokens(3));  // running for real
     for (request_id id : ids) t.eng->abort(id);
     for (request_id id : ids) t.eng->abort(id);  // idempotent
-    t.eng->abort(999999);                         // unknown: ignored
+    t.eng->abort(999999);                        // unknown: ignored
     for (auto& c : cols) {
         REQUIRE(c.wait_final());
         std::lock_guard lock(c.mu);
@@ -237,8 +239,7 @@ TEST_CASE("scheduler: submit validates prompt, vocabulary and the context limit"
     CHECK(over.error().code() == error_code::invalid_argument);
     CHECK(over.error().message().find("context limit") != std::string::npos);
     CHECK(t.eng->submit({{}, p, c.sink(), ""}).error().code() == error_code::invalid_argument);
-    CHECK(t.eng->submit({{1, 64}, p, c.sink(), ""}).error().code() ==
-          error_code::invalid_argument);
+    CHECK(t.eng->submit({{1, 64}, p, c.sink(), ""}).error().code() == error_code::invalid_argument);
     p.max_tokens = 0;
     CHECK(t.eng->submit({{1}, p, c.sink(), ""}).error().code() == error_code::invalid_argument);
     // Exactly at the limit is fine.
@@ -312,8 +313,8 @@ TEST_CASE("scheduler: prompt logprobs are exact for every chunk size, once, desp
     // Chunk sizes alone; then 6 copies at once in 4-token pages x 13: the first two prefill
     // together, their decodes outgrow the cache, the newer is preempted after its prompt was
     // scored, and its recompute must not score the prompt again.
-    for (auto [chunk, copies, pages] : {std::tuple{1, 1, 4096}, {4, 1, 4096}, {100, 1, 4096},
-                                        {100, 6, 13}}) {
+    for (auto [chunk, copies, pages] :
+         {std::tuple{1, 1, 4096}, {4, 1, 4096}, {100, 1, 4096}, {100, 6, 13}}) {
         CAPTURE(chunk);
         scheduler_options so;
         so.max_prefill_tokens = chunk;
@@ -328,17 +329,17 @@ TEST_CASE("scheduler: prompt logprobs are exact for every chunk size, once, desp
         for (auto& c : cols) REQUIRE(c.wait_final());
         if (copies > 1) CHECK(t.eng->stats().preemptions > 0);
         for (auto& c : cols) {
-        std::lock_guard lock(c.mu);
-        REQUIRE(c.prompt_logprobs.size() == prompt.size());
-        CHECK(c.prompt_logprobs[0].chosen.token == prompt[0]);  // the placeholder
-        CHECK(c.prompt_logprobs[0].top.empty());
-        for (size_t i = 0; i < expected.size(); ++i) {
-            CHECK(c.prompt_logprobs[i + 1].chosen.token == prompt[i + 1]);
-            CHECK(c.prompt_logprobs[i + 1].chosen.logprob == doctest::Approx(expected[i]));
-            CHECK(c.prompt_logprobs[i + 1].top.size() == 2);
-        }
-        CHECK(c.logprobs.size() == 6);
-        CHECK(c.tokens == reference_tokens(prompt, p, 0, fo));
+            std::lock_guard lock(c.mu);
+            REQUIRE(c.prompt_logprobs.size() == prompt.size());
+            CHECK(c.prompt_logprobs[0].chosen.token == prompt[0]);  // the placeholder
+            CHECK(c.prompt_logprobs[0].top.empty());
+            for (size_t i = 0; i < expected.size(); ++i) {
+                CHECK(c.prompt_logprobs[i + 1].chosen.token == prompt[i + 1]);
+                CHECK(c.prompt_logprobs[i + 1].chosen.logprob == doctest::Approx(expected[i]));
+                CHECK(c.prompt_logprobs[i + 1].top.size() == 2);
+            }
+            CHECK(c.logprobs.size() == 6);
+            CHECK(c.tokens == reference_tokens(prompt, p, 0, fo));
         }
     }
 }
