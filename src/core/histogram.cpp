@@ -37,8 +37,8 @@ histogram_snapshot histogram::snapshot() const {
 }
 
 std::vector<double> histogram::latency_seconds_bounds() {
-    return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-            1.0,   2.5,    5.0,   10.0, 25.0,  60.0};
+    return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+            0.5,   1.0,    2.5,   5.0,  10.0,  25.0, 60.0};
 }
 
 std::vector<double> histogram::power_of_two_bounds(int64_t max) {

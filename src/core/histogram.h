@@ -28,7 +28,7 @@ struct histogram_snapshot {
 };
 
 class histogram {
-public:
+  public:
     explicit histogram(std::vector<double> bounds);
     histogram(const histogram&) = delete;
     histogram& operator=(const histogram&) = delete;
@@ -44,7 +44,7 @@ public:
     // Bounds for counts (batch sizes): 1, 2, 4, … up to `max`.
     static std::vector<double> power_of_two_bounds(int64_t max);
 
-private:
+  private:
     std::vector<double> bounds_;
     std::unique_ptr<std::atomic<int64_t>[]> counts_;
     std::atomic<double> sum_{0.0};

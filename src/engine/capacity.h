@@ -23,12 +23,12 @@ namespace tandem::engine {
 struct capacity_stats {
     int64_t pages_total = 0;
     int64_t pages_free = 0;
-    int64_t page_size = 0;     // tokens per page
-    int64_t sequences = 0;     // requests holding capacity
+    int64_t page_size = 0;  // tokens per page
+    int64_t sequences = 0;  // requests holding capacity
 };
 
 class capacity {
-public:
+  public:
     virtual ~capacity() = default;
     // The most tokens one request can ever hold (the whole cache, if it were alone).
     virtual int64_t max_tokens_per_request() const = 0;
@@ -43,7 +43,7 @@ public:
 };
 
 class paged_capacity final : public capacity {
-public:
+  public:
     paged_capacity(int64_t page_size, int64_t num_pages);
 
     int64_t max_tokens_per_request() const override { return page_size_ * num_pages_; }
@@ -56,7 +56,7 @@ public:
     // Free + held pages add up to the total; no holding is empty.
     void check_integrity() const;
 
-private:
+  private:
     int64_t pages_for(int64_t tokens) const { return (tokens + page_size_ - 1) / page_size_; }
     int64_t page_size_;
     int64_t num_pages_;

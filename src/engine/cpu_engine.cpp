@@ -24,20 +24,19 @@ scheduler_options scheduler_options_from(const config& cfg, liveness_registry* l
 }  // namespace
 
 result<std::unique_ptr<engine>> make_cpu_engine(const config& cfg, liveness_registry* liveness) {
-    result<model::model_options> mo = model::model_options_from(cfg.model.numerics,
-                                                                cfg.backend.threads);
+    result<model::model_options> mo =
+        model::model_options_from(cfg.model.numerics, cfg.backend.threads);
     if (!mo) return mo.error();
     result<std::unique_ptr<model::model>> m = model::model::load(cfg.model.path, *mo);
     if (!m) return m.error().with_context("loading the model from model.path");
 
     result<cache::layout_options> lo = cache::layout_options_from(cfg);
     if (!lo) return lo.error();
-    result<int64_t> budget = cache::resolve_memory_budget(cfg.cache.memory_bytes,
-                                                          cfg.cache.memory_fraction);
+    result<int64_t> budget =
+        cache::resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction);
     if (!budget) return budget.error();
-    result<cache::cache_plan> plan =
-        cache::make_cache_plan((*m)->config(), cfg.model.path, *lo, *budget,
-                               cfg.scheduler.max_running_requests);
+    result<cache::cache_plan> plan = cache::make_cache_plan(
+        (*m)->config(), cfg.model.path, *lo, *budget, cfg.scheduler.max_running_requests);
     if (!plan) return plan.error();
     result<std::unique_ptr<cache::page_pool>> pool = cache::page_pool::create(
         plan->layout, cache::pool_options{plan->memory_bytes, plan->split.num_slots});

@@ -14,7 +14,7 @@
 namespace tandem::engine {
 
 class cpu_executor final : public model_executor {
-public:
+  public:
     cpu_executor(std::unique_ptr<model::model> m, std::shared_ptr<pool_sequences> seqs);
 
     result<sequence_id> new_sequence() override { return seqs_->create(); }
@@ -24,7 +24,7 @@ public:
     int32_t eos_token_id() const override;
     int64_t max_context_tokens() const override;
 
-private:
+  private:
     std::unique_ptr<model::model> model_;
     std::shared_ptr<pool_sequences> seqs_;
     std::vector<model::forward_item> items_;  // reused between steps

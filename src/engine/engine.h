@@ -61,8 +61,9 @@ struct token_event {
     request_id id = 0;
     std::vector<int32_t> tokens;                 // new tokens since the previous event
     std::vector<position_logprobs> logprobs;     // one per new token, when asked
-    // Once, with the first event, when asked: one entry per prompt position 1..n-1 (position 0
-    // has no logprob, OpenAI's null), entry i scoring prompt[i + 1].
+    // Once, with the first event, when asked: one entry per prompt position, entry i scoring
+    // prompt[i]. Entry 0 is a placeholder (token prompt[0], logprob 0, no top list): nothing
+    // predicts the first token (OpenAI's null).
     std::vector<position_logprobs> prompt_logprobs;
     bool finished = false;
     finish_reason reason = finish_reason::none;

@@ -41,7 +41,11 @@ void fake_executor::logits_for_prefix_hash(uint64_t prefix_hash, std::span<float
 }
 
 status fake_executor::execute(const step_plan& plan, step_output& out) {
-    if (opt_.step_delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(opt_.step_delay_us));
+    if (opt_.step_delay_us > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(opt_.step_delay_us));
+    if (steps_.fetch_add(1) + 1 == opt_.fail_step) {
+        return make_error(error_code::internal, "fake executor: injected failure");
+    }
     prepare_output(plan, opt_.vocab, out);
     for (size_t i = 0; i < plan.items.size(); ++i) {
         const plan_item& it = plan.items[i];
@@ -59,13 +63,13 @@ status fake_executor::execute(const step_plan& plan, step_output& out) {
                        (it.logits == logits_mode::last && j + 1 == it.tokens.size());
             if (!row) continue;
             int64_t r = out.first_row[i] + (it.logits == logits_mode::all ? int64_t(j) : 0);
-            logits_for_prefix_hash(s.hash, std::span<float>(out.logits).subspan(
-                                               static_cast<size_t>(r * opt_.vocab), opt_.vocab));
+            logits_for_prefix_hash(s.hash,
+                                   std::span<float>(out.logits)
+                                       .subspan(static_cast<size_t>(r * opt_.vocab), opt_.vocab));
         }
         max_chunk_.store(std::max<int64_t>(max_chunk_.load(), int64_t(it.tokens.size())));
     }
     max_batch_.store(std::max<int64_t>(max_batch_.load(), int64_t(plan.items.size())));
-    steps_.fetch_add(1);
     return status::ok();
 }
 

@@ -25,10 +25,11 @@ struct fake_executor_options {
     int64_t max_context = 4096;
     int64_t max_sequences = 1 << 20;
     int64_t step_delay_us = 0;  // sleep per execute(), so tests can act while requests run
+    int64_t fail_step = 0;      // > 0: the n-th execute() fails (internal), changing nothing
 };
 
 class fake_executor final : public model_executor {
-public:
+  public:
     explicit fake_executor(fake_executor_options opt = {});
 
     result<sequence_id> new_sequence() override;
@@ -49,7 +50,7 @@ public:
     int64_t max_chunk_seen() const { return max_chunk_.load(); }
     int64_t steps_executed() const { return steps_.load(); }
 
-private:
+  private:
     struct sequence_state {
         uint64_t hash = k_empty_hash;
         int64_t length = 0;

@@ -14,7 +14,7 @@
 namespace tandem::engine {
 
 class model_executor {
-public:
+  public:
     virtual ~model_executor() = default;
 
     // A fresh, empty sequence. unavailable when the executor has no room for another.

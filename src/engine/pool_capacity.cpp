@@ -43,8 +43,8 @@ int64_t pool_capacity::max_tokens_per_request() const {
 
 bool pool_capacity::can_admit(int64_t tokens, int64_t headroom_tokens) const {
     const cache::pool_stats s = seqs_->pool().stats();
-    return s.slots_free > 0 && seqs_->pool().can_alloc_pages(pages_for(tokens) +
-                                                             pages_for(headroom_tokens));
+    return s.slots_free > 0 &&
+           seqs_->pool().can_alloc_pages(pages_for(tokens) + pages_for(headroom_tokens));
 }
 
 bool pool_capacity::allocate(sequence_id id, int64_t tokens) {

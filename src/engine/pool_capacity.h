@@ -18,7 +18,7 @@
 namespace tandem::engine {
 
 class pool_sequences {
-public:
+  public:
     explicit pool_sequences(std::unique_ptr<cache::page_pool> pool);
 
     cache::page_pool& pool() { return *pool_; }
@@ -30,14 +30,14 @@ public:
     cache::slot_ref slot(sequence_id id) const;  // CHECKs the id is live
     int64_t live() const { return static_cast<int64_t>(slots_.size()); }
 
-private:
+  private:
     std::unique_ptr<cache::page_pool> pool_;
     std::unordered_map<sequence_id, cache::slot_ref> slots_;
     sequence_id next_id_ = 1;
 };
 
 class pool_capacity final : public capacity {
-public:
+  public:
     explicit pool_capacity(std::shared_ptr<pool_sequences> seqs);
 
     int64_t max_tokens_per_request() const override;
@@ -46,7 +46,7 @@ public:
     void free(sequence_id) override {}
     capacity_stats stats() const override;
 
-private:
+  private:
     int64_t pages_for(int64_t tokens) const;
     std::shared_ptr<pool_sequences> seqs_;
 };

@@ -31,12 +31,12 @@ struct request {
     std::vector<int32_t> output;
     sequence_id sequence = -1;  // -1 while queued
     int64_t computed = 0;
-    bool started = false;       // admitted at least once (queue timeout no longer applies)
+    bool started = false;  // admitted at least once (queue timeout no longer applies)
 
     // Emission.
     size_t emitted = 0;
     std::vector<position_logprobs> pending_logprobs;  // for output[emitted..]
-    std::vector<position_logprobs> prompt_logprobs;   // for prompt positions 1..n-1
+    std::vector<position_logprobs> prompt_logprobs;   // [0] placeholder, then positions 1..
     int64_t prompt_logprobs_next = 1;                 // next prompt position to score
     bool prompt_logprobs_sent = false;
 
@@ -56,8 +56,7 @@ struct request {
         return i < p ? prompt[static_cast<size_t>(i)] : output[static_cast<size_t>(i - p)];
     }
     bool wants_prompt_logprobs() const {
-        return params.prompt_logprobs &&
-               prompt_logprobs_next < static_cast<int64_t>(prompt.size());
+        return params.prompt_logprobs && prompt_logprobs_next < static_cast<int64_t>(prompt.size());
     }
 };
 

@@ -8,12 +8,18 @@ namespace tandem::engine {
 
 const char* request_state_name(request_state s) {
     switch (s) {
-        case request_state::queued: return "queued";
-        case request_state::prefilling: return "prefilling";
-        case request_state::decoding: return "decoding";
-        case request_state::finished: return "finished";
-        case request_state::aborted: return "aborted";
-        case request_state::failed: return "failed";
+        case request_state::queued:
+            return "queued";
+        case request_state::prefilling:
+            return "prefilling";
+        case request_state::decoding:
+            return "decoding";
+        case request_state::finished:
+            return "finished";
+        case request_state::aborted:
+            return "aborted";
+        case request_state::failed:
+            return "failed";
     }
     return "unknown";
 }
@@ -28,10 +34,14 @@ bool can_transition(request_state from, request_state to) {
     if (is_terminal(from)) return false;
     if (to == rs::finished || to == rs::aborted || to == rs::failed) return true;
     switch (from) {
-        case rs::queued: return to == rs::prefilling;
-        case rs::prefilling: return to == rs::decoding || to == rs::queued;
-        case rs::decoding: return to == rs::queued;
-        default: return false;
+        case rs::queued:
+            return to == rs::prefilling;
+        case rs::prefilling:
+            return to == rs::decoding || to == rs::queued;
+        case rs::decoding:
+            return to == rs::queued;
+        default:
+            return false;
     }
 }
 
@@ -42,9 +52,9 @@ const std::string& state_record::last_reason() const {
 
 void transition(state_record& rec, request_state to, std::string reason) {
     if (!can_transition(rec.state, to)) {
-        std::string msg = fmt::format("request state {} -> {} is not an allowed edge ({})",
-                                      request_state_name(rec.state), request_state_name(to),
-                                      reason);
+        std::string msg =
+            fmt::format("request state {} -> {} is not an allowed edge ({})",
+                        request_state_name(rec.state), request_state_name(to), reason);
         check_failed("can_transition(from, to)", msg.c_str());
     }
     rec.history.push_back({rec.state, to, std::move(reason)});

@@ -15,16 +15,17 @@ namespace {
 // Below this a temperature means greedy (vLLM's epsilon): dividing by it would overflow.
 constexpr double k_greedy_temperature = 1e-5;
 
-bool in_vocab(int32_t t, size_t vocab) { return t >= 0 && static_cast<size_t>(t) < vocab; }
+bool in_vocab(int32_t t, size_t vocab) {
+    return t >= 0 && static_cast<size_t>(t) < vocab;
+}
 
 // Token ids ordered by probability, best first, ties → lowest id (a total order, so the masks
 // below never depend on how the sort breaks ties).
 std::vector<int32_t> order_by_prob(const std::vector<double>& p) {
     std::vector<int32_t> ids(p.size());
     std::iota(ids.begin(), ids.end(), 0);
-    std::sort(ids.begin(), ids.end(), [&p](int32_t a, int32_t b) {
-        return p[a] != p[b] ? p[a] > p[b] : a < b;
-    });
+    std::sort(ids.begin(), ids.end(),
+              [&p](int32_t a, int32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
     return ids;
 }
 

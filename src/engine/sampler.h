@@ -30,12 +30,12 @@ struct sample_context {
     std::span<const int32_t> prompt;
     std::span<const int32_t> output;  // tokens generated so far
     uint64_t seed = 0;
-    uint64_t position = 0;            // index of the token being drawn within the output
+    uint64_t position = 0;  // index of the token being drawn within the output
 };
 
 struct sample_result {
     int32_t token = -1;
-    position_logprobs logprobs;       // filled when params.logprobs >= 0
+    position_logprobs logprobs;  // filled when params.logprobs >= 0
 };
 
 // Applies penalties in place (steps 1–2 above).

@@ -21,7 +21,8 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
     : opt_(std::move(opt)),
       executor_(std::move(executor)),
       capacity_(std::move(cap)),
-      heartbeat_(opt_.loop_heartbeat ? opt_.loop_heartbeat : std::make_shared<heartbeat>("scheduler")),
+      heartbeat_(opt_.loop_heartbeat ? opt_.loop_heartbeat
+                                     : std::make_shared<heartbeat>("scheduler")),
       vocab_(executor_->vocab_size()),
       eos_(executor_->eos_token_id()),
       seed_rng_(std::random_device{}()) {
@@ -53,7 +54,8 @@ status scheduler::validate(const submit_request& req) const {
         if (req.prompt[i] < 0 || req.prompt[i] >= vocab_) {
             return make_error(error_code::invalid_argument,
                               fmt::format("prompt token {} at position {} is outside the "
-                                          "vocabulary [0, {})", req.prompt[i], i, vocab_));
+                                          "vocabulary [0, {})",
+                                          req.prompt[i], i, vocab_));
         }
     }
     if (p.max_tokens < 1) {
@@ -64,7 +66,8 @@ status scheduler::validate(const submit_request& req) const {
     if (prompt + p.max_tokens > context_limit_) {
         return make_error(error_code::invalid_argument,
                           fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the context "
-                                      "limit of {} tokens", prompt, p.max_tokens, context_limit_));
+                                      "limit of {} tokens",
+                                      prompt, p.max_tokens, context_limit_));
     }
     if (p.temperature < 0 || !(p.top_p > 0 && p.top_p <= 1) || p.top_k < 0 ||
         !(p.min_p >= 0 && p.min_p <= 1) || !(p.repetition_penalty > 0)) {
@@ -98,6 +101,9 @@ result<request_id> scheduler::submit(submit_request req) {
         std::lock_guard lock(seed_mu_);
         r->seed = seed_rng_();
     }
+    if (r->params.prompt_logprobs) {  // position 0: a placeholder, nothing predicts it
+        r->prompt_logprobs.push_back({{r->prompt.front(), 0.0f}, {}});
+    }
     r->submitted_s = monotonic_seconds();
     request_id id = r->id;
     std::unique_lock lock(inbox_mu_);
@@ -121,8 +127,12 @@ void scheduler::post(inbox_msg msg) {
     inbox_cv_.notify_one();
 }
 
-void scheduler::abort(request_id id) { post({inbox_msg::kind::abort, id, nullptr}); }
-void scheduler::finish(request_id id) { post({inbox_msg::kind::finish, id, nullptr}); }
+void scheduler::abort(request_id id) {
+    post({inbox_msg::kind::abort, id, nullptr});
+}
+void scheduler::finish(request_id id) {
+    post({inbox_msg::kind::finish, id, nullptr});
+}
 
 engine_stats scheduler::stats() const {
     engine_stats s;
@@ -142,8 +152,8 @@ engine_stats scheduler::stats() const {
 }
 
 engine_metrics scheduler::metrics() const {
-    return {stats(),          ttft_.snapshot(),      itl_.snapshot(),
-            e2e_.snapshot(),  step_time_.snapshot(), batch_size_.snapshot()};
+    return {stats(),         ttft_.snapshot(),      itl_.snapshot(),
+            e2e_.snapshot(), step_time_.snapshot(), batch_size_.snapshot()};
 }
 
 // --- The loop (scheduler thread) -----------------------------------------------------------
@@ -253,16 +263,14 @@ void scheduler::expire_queued() {
                     make_error(error_code::deadline_exceeded,
                                fmt::format("request waited {:.0f} ms in the queue without "
                                            "starting (scheduler.queue_timeout_ms = {})",
-                                           (now - r->submitted_s) * 1000.0,
-                                           opt_.queue_timeout_ms)),
+                                           (now - r->submitted_s) * 1000.0, opt_.queue_timeout_ms)),
                     "queue timeout");
     }
 }
 
 void scheduler::admit() {
     sweep_ended();  // ended queued requests leave waiting_ before admission looks at it
-    while (!waiting_.empty() &&
-           static_cast<int64_t>(running_.size()) < opt_.max_running_requests) {
+    while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_running_requests) {
         request& r = *waiting_.front();
         const int64_t need = r.total_tokens();
         // Leave one token per running request so their next decode step does not preempt

@@ -3,7 +3,8 @@
 // through the inbox and receive token events through each request's sink.
 //
 // One step, in order, never overlapping the next (design invariant 6):
-//   drain_inbox → expire_queued → admit → build_plan → execute → sample_and_commit → emit
+//   drain_inbox → expire_queued → admit → reserve_capacity → build_plan → execute →
+//   sample_and_commit → emit
 // Continuous batching: every step carries each decoding request's next token plus prefill
 // chunks (oldest first) within max_prefill_tokens. Capacity: a request is admitted when its
 // known tokens fit; before each step every running request is grown to cover its tokens and,
@@ -48,7 +49,7 @@ struct scheduler_options {
 };
 
 class scheduler final : public engine {
-public:
+  public:
     scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<capacity> cap,
               scheduler_options opt);
     ~scheduler() override;  // fails every unfinished request (unavailable), joins the thread
@@ -65,7 +66,7 @@ public:
 
     const std::shared_ptr<heartbeat>& loop_heartbeat() const { return heartbeat_; }
 
-private:
+  private:
     struct inbox_msg {
         enum class kind { submit, abort, finish } what;
         request_id id = 0;
@@ -111,9 +112,9 @@ private:
     std::mutex inbox_mu_;
     std::condition_variable inbox_cv_;
     std::vector<inbox_msg> inbox_;
-    bool stopping_ = false;                  // under inbox_mu_
+    bool stopping_ = false;  // under inbox_mu_
     std::atomic<request_id> next_id_{1};
-    std::atomic<int64_t> in_flight_{0};      // accepted, final event not yet sent
+    std::atomic<int64_t> in_flight_{0};  // accepted, final event not yet sent
     std::atomic<int64_t> stall_ms_{0};
     std::mutex seed_mu_;
     std::mt19937_64 seed_rng_;
@@ -124,14 +125,14 @@ private:
     std::vector<std::unique_ptr<request>> ended_;    // terminal, final event not yet sent
     std::unordered_map<request_id, request*> live_;
     uint64_t step_no_ = 0;
-    step_output out_;              // reused every step: no per-step logits allocation
-    std::vector<float> scratch_;   // the sampler's working row
+    step_output out_;             // reused every step: no per-step logits allocation
+    std::vector<float> scratch_;  // the sampler's working row
 
     // Published for stats() (relaxed atomics: a scrape may mix two steps).
     struct counters {
-        std::atomic<int64_t> queued{0}, running{0}, pages_total{0}, pages_free{0},
-            preemptions{0}, finished{0}, aborted{0}, failed{0}, rejected{0}, prompt_tokens{0},
-            generated_tokens{0}, steps{0};
+        std::atomic<int64_t> queued{0}, running{0}, pages_total{0}, pages_free{0}, preemptions{0},
+            finished{0}, aborted{0}, failed{0}, rejected{0}, prompt_tokens{0}, generated_tokens{0},
+            steps{0};
     };
     counters c_;
     histogram ttft_{histogram::latency_seconds_bounds()};

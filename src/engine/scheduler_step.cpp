@@ -141,8 +141,7 @@ void scheduler::commit_token(request& r, std::span<const float> row) {
         end_request(r, request_state::finished, finish_reason::stop, status::ok(),
                     is_eos ? "eos" : "stop token");
     } else if (static_cast<int64_t>(r.output.size()) >= r.params.max_tokens) {
-        end_request(r, request_state::finished, finish_reason::length, status::ok(),
-                    "max_tokens");
+        end_request(r, request_state::finished, finish_reason::length, status::ok(), "max_tokens");
     } else if (r.total_tokens() >= context_limit_) {
         end_request(r, request_state::finished, finish_reason::length, status::ok(),
                     "context limit");

@@ -28,18 +28,18 @@ struct plan_item {
 };
 
 struct step_plan {
-    uint64_t step = 0;              // step counter (logs, ranks check they agree)
-    std::vector<plan_item> items;   // executor: in this order; rows come back in this order
-    int64_t prefill_tokens = 0;     // metrics: chunk tokens of prefilling sequences
-    int64_t decode_tokens = 0;      // metrics: one per decoding sequence
+    uint64_t step = 0;             // step counter (logs, ranks check they agree)
+    std::vector<plan_item> items;  // executor: in this order; rows come back in this order
+    int64_t prefill_tokens = 0;    // metrics: chunk tokens of prefilling sequences
+    int64_t decode_tokens = 0;     // metrics: one per decoding sequence
 };
 
 // The executor's answer: logits rows for the items that asked, concatenated in plan order.
 struct step_output {
     int32_t vocab = 0;
-    std::vector<float> logits;        // rows × vocab, row-major
-    std::vector<int64_t> first_row;   // per plan item: index of its first row (-1: none)
-    std::vector<int64_t> row_count;   // per plan item: 0, 1 or tokens.size()
+    std::vector<float> logits;       // rows × vocab, row-major
+    std::vector<int64_t> first_row;  // per plan item: index of its first row (-1: none)
+    std::vector<int64_t> row_count;  // per plan item: 0, 1 or tokens.size()
 };
 
 }  // namespace tandem::engine

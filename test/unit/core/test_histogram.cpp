@@ -10,9 +10,9 @@ using namespace tandem;
 TEST_CASE("histogram: buckets are inclusive upper bounds and render cumulatively") {
     histogram h({1.0, 2.0, 5.0});
     h.observe(0.5);
-    h.observe(1.0);   // on the bound: counted in le=1
+    h.observe(1.0);  // on the bound: counted in le=1
     h.observe(1.5);
-    h.observe(7.0);   // above every bound: +Inf only
+    h.observe(7.0);  // above every bound: +Inf only
     auto s = h.snapshot();
     CHECK(s.counts == std::vector<int64_t>{2, 1, 0, 1});
     CHECK(s.count == 4);

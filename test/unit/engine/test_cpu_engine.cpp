@@ -4,9 +4,9 @@
 #include <deque>
 #include <filesystem>
 
+#include "cache/plan_command.h"
 #include "engine/cpu_engine.h"
 #include "engine_test_util.h"
-#include "cache/plan_command.h"
 #include "model/make_model.h"
 
 using namespace tandem;
@@ -47,7 +47,8 @@ config engine_config(const std::string& model_dir, int64_t prefill_tokens) {
     return c;
 }
 
-std::vector<std::vector<int32_t>> generate(tandem::engine::engine& eng, const std::vector<std::vector<int32_t>>& prompts,
+std::vector<std::vector<int32_t>> generate(tandem::engine::engine& eng,
+                                           const std::vector<std::vector<int32_t>>& prompts,
                                            const sampling_params& p, bool together) {
     std::deque<collector> cols(prompts.size());
     std::vector<std::vector<int32_t>> out;

@@ -30,8 +30,8 @@ TEST_CASE("request_state: the edge table") {
     CHECK(can_transition(rs::prefilling, rs::queued));
     CHECK_FALSE(can_transition(rs::decoding, rs::prefilling));
     for (rs t : {rs::finished, rs::aborted, rs::failed}) {
-        for (rs to : {rs::queued, rs::prefilling, rs::decoding, rs::finished, rs::aborted,
-                      rs::failed}) {
+        for (rs to :
+             {rs::queued, rs::prefilling, rs::decoding, rs::finished, rs::aborted, rs::failed}) {
             CHECK_FALSE(can_transition(t, to));
         }
     }

@@ -18,8 +18,8 @@ std::vector<float> row_for(uint64_t key, int32_t vocab = 50) {
     return row;
 }
 
-int32_t sample(const std::vector<float>& row, const sampling_params& p, uint64_t seed,
-               uint64_t pos, std::vector<int32_t> prompt = {}, std::vector<int32_t> out = {}) {
+int32_t sample(const std::vector<float>& row, const sampling_params& p, uint64_t seed, uint64_t pos,
+               std::vector<int32_t> prompt = {}, std::vector<int32_t> out = {}) {
     std::vector<float> scratch;
     return sample_token(row, p, {prompt, out, seed, pos}, scratch).token;
 }

@@ -17,7 +17,9 @@ sampling_params params_for(int i, int64_t max_tokens) {
     p.max_tokens = max_tokens;
     p.ignore_eos = (i % 4) != 0;  // a quarter may stop at EOS
     switch (i % 3) {
-        case 0: p.temperature = 0.0; break;
+        case 0:
+            p.temperature = 0.0;
+            break;
         case 1:
             p.temperature = 0.8;
             p.top_k = 20;
@@ -153,7 +155,7 @@ TEST_CASE("scheduler: mass abort of 200 in-flight requests returns all capacity"
     REQUIRE(cols[0].wait_tokens(3));  // running for real
     for (request_id id : ids) t.eng->abort(id);
     for (request_id id : ids) t.eng->abort(id);  // idempotent
-    t.eng->abort(999999);                         // unknown: ignored
+    t.eng->abort(999999);                        // unknown: ignored
     for (auto& c : cols) {
         REQUIRE(c.wait_final());
         std::lock_guard lock(c.mu);
@@ -237,8 +239,7 @@ TEST_CASE("scheduler: submit validates prompt, vocabulary and the context limit"
     CHECK(over.error().code() == error_code::invalid_argument);
     CHECK(over.error().message().find("context limit") != std::string::npos);
     CHECK(t.eng->submit({{}, p, c.sink(), ""}).error().code() == error_code::invalid_argument);
-    CHECK(t.eng->submit({{1, 64}, p, c.sink(), ""}).error().code() ==
-          error_code::invalid_argument);
+    CHECK(t.eng->submit({{1, 64}, p, c.sink(), ""}).error().code() == error_code::invalid_argument);
     p.max_tokens = 0;
     CHECK(t.eng->submit({{1}, p, c.sink(), ""}).error().code() == error_code::invalid_argument);
     // Exactly at the limit is fine.
@@ -290,7 +291,7 @@ TEST_CASE("scheduler: stop token ids, EOS and finish() end a request with reason
     CHECK(d.finals == 1);
 }
 
-TEST_CASE("scheduler: prompt logprobs are the same for every chunk size and survive preemption") {
+TEST_CASE("scheduler: prompt logprobs are exact for every chunk size, once, despite preemption") {
     fake_executor_options fo;
     auto prompt = make_prompt(5, 23, fo.vocab);
     sampling_params p;
@@ -309,22 +310,37 @@ TEST_CASE("scheduler: prompt logprobs are the same for every chunk size and surv
         log_softmax(row, lp);
         expected.push_back(lp[size_t(prompt[i + 1])]);
     }
-    for (int64_t chunk : {1, 4, 100}) {
+    // Chunk sizes alone; then 6 copies at once in 4-token pages x 13: the first two prefill
+    // together, their decodes outgrow the cache, the newer is preempted after its prompt was
+    // scored, and its recompute must not score the prompt again.
+    for (auto [chunk, copies, pages] :
+         {std::tuple{1, 1, 4096}, {4, 1, 4096}, {100, 1, 4096}, {100, 6, 13}}) {
+        CAPTURE(chunk);
         scheduler_options so;
         so.max_prefill_tokens = chunk;
-        auto t = make_test_engine(fo, so);
-        collector c;
-        REQUIRE(t.eng->submit({prompt, p, c.sink(), ""}));
-        REQUIRE(c.wait_final());
-        std::lock_guard lock(c.mu);
-        REQUIRE(c.prompt_logprobs.size() == prompt.size() - 1);
-        for (size_t i = 0; i < expected.size(); ++i) {
-            CHECK(c.prompt_logprobs[i].chosen.token == prompt[i + 1]);
-            CHECK(c.prompt_logprobs[i].chosen.logprob == doctest::Approx(expected[i]));
-            CHECK(c.prompt_logprobs[i].top.size() == 2);
+        std::atomic<bool> go{false};  // the first step waits for every copy
+        so.before_step = [&go](uint64_t) {
+            while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        };
+        auto t = make_test_engine(fo, so, 4, pages);
+        std::deque<collector> cols(static_cast<size_t>(copies));
+        for (auto& c : cols) REQUIRE(t.eng->submit({prompt, p, c.sink(), ""}));
+        go.store(true);
+        for (auto& c : cols) REQUIRE(c.wait_final());
+        if (copies > 1) CHECK(t.eng->stats().preemptions > 0);
+        for (auto& c : cols) {
+            std::lock_guard lock(c.mu);
+            REQUIRE(c.prompt_logprobs.size() == prompt.size());
+            CHECK(c.prompt_logprobs[0].chosen.token == prompt[0]);  // the placeholder
+            CHECK(c.prompt_logprobs[0].top.empty());
+            for (size_t i = 0; i < expected.size(); ++i) {
+                CHECK(c.prompt_logprobs[i + 1].chosen.token == prompt[i + 1]);
+                CHECK(c.prompt_logprobs[i + 1].chosen.logprob == doctest::Approx(expected[i]));
+                CHECK(c.prompt_logprobs[i + 1].top.size() == 2);
+            }
+            CHECK(c.logprobs.size() == 6);
+            CHECK(c.tokens == reference_tokens(prompt, p, 0, fo));
         }
-        CHECK(c.logprobs.size() == 6);
-        CHECK(c.tokens == reference_tokens(prompt, p, 0, fo));
     }
 }
 
@@ -390,4 +406,37 @@ TEST_CASE("scheduler: metrics record steps, batch sizes and latencies") {
     CHECK(m.inter_token_latency.count == generated - 8);
     CHECK(m.batch_size.render_prometheus("tandem_batch_size", "x").find("_count") !=
           std::string::npos);
+}
+
+TEST_CASE("scheduler: a failed model step fails its requests once and the engine carries on") {
+    fake_executor_options fo;
+    fo.fail_step = 3;
+    scheduler_options so;
+    std::atomic<bool> go{false};  // both requests share the failing step
+    so.before_step = [&go](uint64_t) {
+        while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+    auto t = make_test_engine(fo, so);
+    sampling_params p;
+    p.temperature = 0;
+    p.max_tokens = 8;
+    p.ignore_eos = true;
+    collector a, b;
+    REQUIRE(t.eng->submit({{1, 2, 3}, p, a.sink(), ""}));
+    REQUIRE(t.eng->submit({{4, 5}, p, b.sink(), ""}));
+    go.store(true);
+    for (collector* c : {&a, &b}) {
+        REQUIRE(c->wait_final());
+        std::lock_guard lock(c->mu);
+        CHECK(c->finals == 1);
+        CHECK(c->last.reason == finish_reason::error);
+        CHECK(c->last.error.message().find("injected failure") != std::string::npos);
+        CHECK(c->tokens.size() == 2);  // steps 1 and 2 each gave a token
+    }
+    collector later;
+    REQUIRE(t.eng->submit({{1, 2, 3}, p, later.sink(), ""}));
+    REQUIRE(later.wait_final());
+    CHECK(later.tokens == reference_tokens({1, 2, 3}, p, 0, fo));
+    CHECK(t.eng->stats().requests_failed == 2);
+    CHECK(t.exec->live_sequences() == 0);
 }
