@@ -11,10 +11,11 @@ using namespace tandem::transport;
 using namespace tandem::transport::testing;
 
 TEST_CASE("inproc: handshake, ordered frames both ways, stats") {
+    // Declared first: the transports (destroyed earlier) call into them until stopped.
+    event_log da, pb;
     auto layout = tiny_layout();
     auto pair = make_inproc_pair(pd_handshake(topo::pd_role::decode, layout),
                                  pd_handshake(topo::pd_role::prefill, layout));
-    event_log da, pb;
     REQUIRE(pair.a->start(da.events()).is_ok());
     REQUIRE(pair.b->start(pb.events()).is_ok());
     REQUIRE(da.wait([&] { return da.ready.size() == 1; }));
@@ -47,11 +48,12 @@ TEST_CASE("inproc: handshake, ordered frames both ways, stats") {
 }
 
 TEST_CASE("inproc: a layout mismatch is refused on both sides, naming both layouts") {
+    // Declared first: the transports (destroyed earlier) call into them until stopped.
+    event_log da, pb;
     auto decode_layout = tiny_layout(cache::index_k_dtype::fp8);
     auto prefill_layout = tiny_layout(cache::index_k_dtype::bf16);
     auto pair = make_inproc_pair(pd_handshake(topo::pd_role::decode, decode_layout),
                                  pd_handshake(topo::pd_role::prefill, prefill_layout));
-    event_log da, pb;
     REQUIRE(pair.a->start(da.events()).is_ok());
     REQUIRE(pair.b->start(pb.events()).is_ok());
     REQUIRE(da.wait([&] { return !da.lost.empty(); }));
@@ -66,11 +68,12 @@ TEST_CASE("inproc: a layout mismatch is refused on both sides, naming both layou
 }
 
 TEST_CASE("inproc: a handshake that never completes trips its deadline; the loop is supervised") {
+    // Declared first: the transports (destroyed earlier) call into them until stopped.
+    event_log da;
     auto layout = tiny_layout();
     auto beat = std::make_shared<heartbeat>("transport");
     auto pair = make_inproc_pair(pd_handshake(topo::pd_role::decode, layout, 100),
                                  pd_handshake(topo::pd_role::prefill, layout), beat);
-    event_log da;
     const int64_t t0 = monotonic_ms();
     REQUIRE(pair.a->start(da.events()).is_ok());  // b is never started
     REQUIRE(da.wait([&] { return !da.lost.empty(); }, 3000));
