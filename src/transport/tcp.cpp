@@ -154,6 +154,8 @@ status tcp_impl::send(peer_id peer, frame f) {
         return make_error(error_code::unavailable, opt_.name + ": transport stopped");
     }
     inbox_.emplace_back(peer, std::move(bytes));
+    // Work now waits for the loop: if it is wedged, the heartbeat reports it stalled.
+    if (opt_.beat) opt_.beat->set_pending(true);
     uv_async_send(&wakeup_);  // coalesces: drain_inbox takes everything queued
     return status::ok();
 }
@@ -186,7 +188,6 @@ void tcp_impl::drain_inbox() {
         batch.swap(inbox_);
         stop = stop_requested_;
     }
-    if (opt_.beat) opt_.beat->set_pending(!batch.empty());
     for (auto& [peer, bytes] : batch) {
         auto it = links_.find(peer);
         if (it == links_.end() || !it->second->ready || it->second->closing) {
@@ -195,7 +196,11 @@ void tcp_impl::drain_inbox() {
         }
         send_on(it->second, std::move(bytes), /*protocol=*/true);
     }
-    if (opt_.beat) opt_.beat->beat();
+    if (opt_.beat) {
+        opt_.beat->beat();
+        std::lock_guard lock(inbox_mu_);
+        opt_.beat->set_pending(!inbox_.empty());
+    }
     if (stop) shut_down();
 }
 
@@ -224,7 +229,11 @@ void tcp_impl::on_tick() {
     for (tcp_remote& r : remotes_) {
         if (r.link == nullptr && !r.give_up && now >= r.next_attempt_ms) dial(r, now);
     }
-    if (opt_.beat) opt_.beat->beat();
+    if (opt_.beat) {
+        opt_.beat->beat();
+        std::lock_guard lock(inbox_mu_);
+        opt_.beat->set_pending(!inbox_.empty());
+    }
 }
 
 void tcp_impl::dial(tcp_remote& r, int64_t now) {

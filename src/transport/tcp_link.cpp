@@ -58,6 +58,9 @@ void tcp_impl::on_read(tcp_link* l, ssize_t n, const char* data) {
 
 // Hands out every whole buffered frame unless a stall began (it resumes from the tick).
 void tcp_impl::pump_frames(tcp_link* l) {
+    // Pending while handing out frames: a handler that blocks leaves it set and unbeaten, so
+    // /health sees the wedge; the next tick clears it.
+    if (opt_.beat) opt_.beat->set_pending(true);
     frame f;
     while (!l->closing && l->stall_until_ms == 0) {
         const frame_error e = l->reader.next(f);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <thread>
 
 #include <fmt/format.h>
@@ -226,6 +227,44 @@ TEST_CASE("tcp faults: a stalled reader trips the handshake deadline") {
     CHECK(ec.lost[0].second.message().find("did not finish within 150 ms") != std::string::npos);
     CHECK(ec.ready_count() == 0);
     CHECK(es.ready_count() == 0);
+}
+
+TEST_CASE("tcp: a wedged handler shows as a stalled loop; it recovers when released") {
+    std::atomic<bool> release{false}, entered{false};
+    event_log ec;
+    auto layout = tiny_layout();
+    auto beat = std::make_shared<heartbeat>("prefill transport");
+    tcp_options o;
+    o.listen_host = "127.0.0.1";
+    o.handshake = pd_handshake(topo::pd_role::prefill, layout);
+    o.beat = beat;
+    auto s = std::move(tcp_transport::create(std::move(o)).value());
+    transport_events se;
+    se.on_frame = [&](peer_id, frame&&) {
+        entered = true;
+        while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+    REQUIRE(s->start(se).is_ok());
+    auto c = make_client(layout, {s->bound_port()});
+    REQUIRE(c->start(ec.events()).is_ok());
+    REQUIRE(ec.wait([&] { return ec.ready.size() == 1; }));
+    CHECK_FALSE(beat->problem(monotonic_ms(), 50).has_value());
+    REQUIRE(c->send(1, numbered(1)).is_ok());
+    bool stalled = false;
+    for (int i = 0; i < 400 && !stalled; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        stalled = entered && beat->problem(monotonic_ms(), 50).has_value();
+    }
+    CHECK(stalled);
+    release = true;
+    bool healthy = false;
+    for (int i = 0; i < 400 && !healthy; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        healthy = !beat->problem(monotonic_ms(), 50).has_value();
+    }
+    CHECK(healthy);
+    c->stop();
+    s->stop();
 }
 
 TEST_CASE("tcp: bad addresses are errors naming the entry") {
