@@ -63,7 +63,8 @@ public:
     virtual ~transport() = default;
     // Starts the transport's thread; events flow until stop().
     virtual status start(transport_events events) = 0;
-    // Closes every link and joins the thread; no event is delivered after it returns.
+    // Closes every link and joins the thread; no event is delivered after it returns. Never
+    // call it from an event handler (it would join its own thread).
     virtual void stop() = 0;
     // Queues a frame; unavailable when the peer is not ready. Delivery is in send order.
     virtual status send(peer_id peer, frame f) = 0;
