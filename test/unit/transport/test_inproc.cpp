@@ -20,8 +20,6 @@ TEST_CASE("inproc: handshake, ordered frames both ways, stats") {
     REQUIRE(pair.b->start(pb.events()).is_ok());
     REQUIRE(da.wait([&] { return da.ready.size() == 1; }));
     REQUIRE(pb.wait([&] { return pb.ready.size() == 1; }));
-    const std::thread::id test_thread = std::this_thread::get_id();
-    std::thread::id delivered_on;
     for (uint64_t i = 0; i < 100; ++i) {
         REQUIRE(pair.a->send(1, topo::encode_message(topo::abort_msg{i, topo::abort_cause::client})).is_ok());
         REQUIRE(pair.b->send(1, topo::encode_message(topo::abort_ack_msg{i})).is_ok());
@@ -39,8 +37,14 @@ TEST_CASE("inproc: handshake, ordered frames both ways, stats") {
     CHECK(s.connects == 1);
     CHECK(s.bytes_sent > 0);
     CHECK(pair.a->ready_peers() == std::vector<peer_id>{1});
-    (void)test_thread;
-    (void)delivered_on;
+    // PING is answered by the peer's transport with PONG; neither reaches a handler.
+    const int64_t b_sent = pair.b->stats(1).frames_sent;
+    REQUIRE(pair.a->send(1, topo::encode_message(topo::ping_msg{5})).is_ok());
+    auto pong_seen = [&] { return pair.b->stats(1).frames_sent == b_sent + 1 && pair.a->stats(1).bytes_received > 0; };
+    for (int i = 0; i < 500 && !pong_seen(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    CHECK(pong_seen());
+    CHECK(pb.frame_count() == 100);
+    CHECK(da.frame_count() == 100);
     pair.b->stop();
     REQUIRE(da.wait([&] { return da.lost.size() == 1; }));
     CHECK(da.lost[0].second.code() == error_code::unavailable);
