@@ -43,6 +43,22 @@ result<sockaddr_storage> resolve(const std::string& host_port, const char* what)
 
 }  // namespace
 
+tcp_options tcp_options_from_config(const transport_section& t, bool is_prefill,
+                                    handshake_options handshake, fault_options faults) {
+    tcp_options o;
+    o.name = is_prefill ? "prefill transport" : "decode transport";
+    if (is_prefill) {
+        o.listen_host = t.listen_host;
+        o.listen_port = t.listen_port;
+    } else {
+        o.peers = t.peers;
+    }
+    o.handshake = std::move(handshake);
+    o.handshake.timeout_ms = t.handshake_timeout_ms;
+    o.faults = std::move(faults);
+    return o;
+}
+
 result<std::unique_ptr<tcp_transport>> tcp_transport::create(tcp_options opt) {
     auto t = std::make_unique<tcp_impl>(std::move(opt));
     TANDEM_RETURN_IF_ERROR(t->init());

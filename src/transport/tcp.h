@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "transport/transport.h"
 
 namespace tandem::transport {
@@ -54,5 +55,11 @@ public:
     static result<std::unique_ptr<tcp_transport>> create(tcp_options opt);
     virtual int bound_port() const = 0;  // the listener's port (0 without one)
 };
+
+// tcp_options from the [transport] section: the prefill role listens on listen_host:listen_port,
+// the decode role dials every entry of `peers`. The handshake payload and check come from the pd
+// layer (topo::pd_endpoint::handshake); its timeout is transport.handshake_timeout_ms.
+tcp_options tcp_options_from_config(const transport_section& t, bool is_prefill,
+                                    handshake_options handshake, fault_options faults = {});
 
 }  // namespace tandem::transport

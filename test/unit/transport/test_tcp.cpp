@@ -267,6 +267,29 @@ TEST_CASE("tcp: a wedged handler shows as a stalled loop; it recovers when relea
     s->stop();
 }
 
+TEST_CASE("tcp: options from the [transport] section connect a decode side to a prefill side") {
+    event_log es, ec;
+    auto layout = tiny_layout();
+    transport_section cfg;
+    cfg.listen_host = "127.0.0.1";
+    cfg.listen_port = 0;
+    cfg.handshake_timeout_ms = 2000;
+    auto s = tcp_transport::create(tcp_options_from_config(
+        cfg, /*is_prefill=*/true, pd_handshake(topo::pd_role::prefill, layout)));
+    REQUIRE(s.is_ok());
+    cfg.peers = {fmt::format("127.0.0.1:{}", (*s)->bound_port())};
+    tcp_options co = tcp_options_from_config(cfg, false, pd_handshake(topo::pd_role::decode, layout));
+    CHECK(co.listen_host.empty());  // the decode role only dials
+    CHECK(co.handshake.timeout_ms == 2000);
+    auto c = tcp_transport::create(std::move(co));
+    REQUIRE(c.is_ok());
+    REQUIRE((*s)->start(es.events()).is_ok());
+    REQUIRE((*c)->start(ec.events()).is_ok());
+    REQUIRE(ec.wait([&] { return ec.ready.size() == 1; }));
+    (*c)->stop();
+    (*s)->stop();
+}
+
 TEST_CASE("tcp: bad addresses are errors naming the entry") {
     tcp_options o;
     o.peers = {"no-port-here"};
