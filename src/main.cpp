@@ -9,6 +9,7 @@
 #include "core/cli.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "model/make_model_command.h"
 #include "tandem_build_config.h"
 
 namespace {
@@ -48,5 +49,9 @@ int main(int argc, char** argv) {
 
     if (opt->command == "serve") return api::run_server(*cfg);
     if (opt->command == "plan") return cache::run_plan_command(*cfg, opt->json);
-    return fail_usage("command '" + opt->command + "' is not available in this build yet");
+    if (opt->command == "make-model") {
+        return model::run_make_model_command(opt->preset, opt->out_dir, opt->seed,
+                                             opt->tokenizer_dir);
+    }
+    return fail_usage("unknown command '" + opt->command + "'");
 }

@@ -291,8 +291,9 @@ void handle_chat_completions(app_state& app, const http::request& req, const htt
     std::vector<engine::submit_request> subs;
     for (int64_t i = 0; i < opts->n; ++i) {
         chat_session::choice_state s;
-        // Special tokens stay in the text: the parser needs </think> and the DSML markup.
-        s.text = std::make_unique<choice_text>(tok, false, opts->stop, hidden);
+        // The parser needs <think>, </think> and the DSML markup; other specials never show.
+        s.text = std::make_unique<choice_text>(tok, text::special_token_policy::markup_only,
+                                               opts->stop, hidden);
         s.parser = std::make_unique<text::output_parser>(popts);
         session->state.push_back(std::move(s));
         subs.push_back(make_submit(*ids, *opts, i, req.request_id, *e));

@@ -4,9 +4,10 @@
 
 namespace tandem::api {
 
-choice_text::choice_text(std::shared_ptr<const text::tokenizer> tok, bool skip_special,
-                         std::vector<std::string> stops, std::vector<int32_t> hidden_ids)
-    : detok_(std::move(tok), skip_special), stops_(std::move(stops)), hidden_(std::move(hidden_ids)) {}
+choice_text::choice_text(std::shared_ptr<const text::tokenizer> tok,
+                         text::special_token_policy policy, std::vector<std::string> stops,
+                         std::vector<int32_t> hidden_ids)
+    : detok_(std::move(tok), policy), stops_(std::move(stops)), hidden_(std::move(hidden_ids)) {}
 
 std::string choice_text::push(const std::vector<int32_t>& tokens, bool* stop_hit) {
     std::string fresh;

@@ -23,7 +23,7 @@ namespace tandem::api {
 class choice_text {
 public:
     // `hidden_ids` (EOS, stop token ids) end generation but are not text.
-    choice_text(std::shared_ptr<const text::tokenizer> tok, bool skip_special,
+    choice_text(std::shared_ptr<const text::tokenizer> tok, text::special_token_policy policy,
                 std::vector<std::string> stops, std::vector<int32_t> hidden_ids = {});
     // Text newly safe to show; `*stop_hit` turns true when a stop string ended the choice.
     std::string push(const std::vector<int32_t>& tokens, bool* stop_hit);

@@ -261,7 +261,10 @@ void handle_completions(app_state& app, const http::request& req, const http::re
     for (const auto& prompt : *prompts) {
         for (int64_t i = 0; i < opts->n; ++i) {
             completion_session::choice_state s;
-            s.text = std::make_unique<choice_text>(tok, opts->skip_special_tokens, opts->stop);
+            s.text = std::make_unique<choice_text>(
+                tok, opts->skip_special_tokens ? text::special_token_policy::skip_special
+                                               : text::special_token_policy::keep_all,
+                opts->stop, opts->sampling.stop_token_ids);
             if (opts->echo) s.prompt_text = tok->decode(prompt).value();
             session->state.push_back(std::move(s));
             subs.push_back(make_submit(prompt, *opts, i, req.request_id, *e));

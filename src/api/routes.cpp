@@ -1,5 +1,6 @@
 #include "api/routes.h"
 
+#include "api/chat_routes.h"
 #include "api/completions_routes.h"
 #include "api/health_routes.h"
 #include "api/metrics_routes.h"
@@ -16,6 +17,8 @@ http::router make_router(app_state& app) {
     r.add("GET", "/v1/models", [&app](auto& req, auto out) { handle_models(app, req, out); });
     r.add("GET", "/metrics",         [&app](auto& req, auto out) { handle_metrics(app, req, out); });
     r.add("GET", "/health_generate", [&app](auto& req, auto out) { handle_health_generate(app, req, out); });
+    r.add("POST", "/v1/chat/completions",
+                                    [&app](auto& req, auto out) { handle_chat_completions(app, req, out); });
     r.add("POST", "/v1/completions", [&app](auto& req, auto out) { handle_completions(app, req, out); });
     r.add("POST", "/generate",      [&app](auto& req, auto out) { handle_generate(app, req, out); });
     r.add("POST", "/tokenize",      [&app](auto& req, auto out) { handle_tokenize(app, req, out); });

@@ -11,6 +11,7 @@
 #include "core/gpu_probe.h"
 #include "core/log.h"
 #include "http/server.h"
+#include "cache/plan_command.h"
 #include "text/tokenizer.h"
 
 namespace tandem::api {
@@ -75,6 +76,17 @@ status load_serving_state(app_state& app) {
     if (!tok) return tok.error().with_context("model.path = \"" + cfg.model.path + "\"");
     app.attach_tokenizer(*tok);
     TANDEM_LOG_INFO("tokenizer: {} ids from {}", (*tok)->id_count(), tok_path);
+
+    app.set_state(serving_state::starting, "planning the cache layout");
+    auto plan = cache::make_cache_plan(cfg);
+    if (!plan) return plan.error();
+    std::string summary = cache::render_plan_text(*plan);
+    for (size_t start = 0; start < summary.size();) {  // one log line per summary line
+        size_t end = summary.find('\n', start);
+        if (end == std::string::npos) end = summary.size();
+        TANDEM_LOG_INFO("{}", std::string_view(summary).substr(start, end - start));
+        start = end + 1;
+    }
     return status::ok();
 }
 

@@ -26,6 +26,7 @@ struct server_section {
     int64_t request_timeout_ms = 0;  // a started request must arrive whole within this → 408
     int64_t idle_timeout_ms = 0;     // an idle keep-alive connection is closed after this
     int64_t shutdown_grace_ms = 0;   // SIGTERM: in-flight requests may finish within this
+    bool debug_endpoints = false;    // /debug/* fault-injection routes (tests and drills only)
 };
 
 struct model_section {

@@ -57,6 +57,9 @@ const std::vector<field>& table() {
         integer("server", "shutdown_grace_ms",
          "On SIGINT/SIGTERM in-flight requests may finish within this; the rest fail with 503.",
          REF(server.shutdown_grace_ms), 0, k_int_max),
+        boolean("server", "debug_endpoints",
+                "Serve /debug/* fault-injection routes (stall the scheduler); never in production.",
+                REF(server.debug_endpoints)),
 
         text("model", "path",
          "Checkpoint directory (config.json, safetensors, tokenizer.json); relative to the "

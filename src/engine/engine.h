@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/histogram.h"
 #include "core/status.h"
 
 namespace tandem::engine {
@@ -60,10 +61,16 @@ struct token_event {
     request_id id = 0;
     std::vector<int32_t> tokens;                 // new tokens since the previous event
     std::vector<position_logprobs> logprobs;     // one per new token, when asked
-    std::vector<position_logprobs> prompt_logprobs;  // once, with the first event, when asked
+    // Once, with the first event, when asked: one entry per prompt position 1..n-1 (position 0
+    // has no logprob, OpenAI's null), entry i scoring prompt[i + 1].
+    std::vector<position_logprobs> prompt_logprobs;
     bool finished = false;
     finish_reason reason = finish_reason::none;
     status error;                                // set when reason == error
+    // The EOS or stop_token_ids token that ended the request (reason == stop); it is the last
+    // entry of `tokens` and counts in completion_tokens (as vLLM's token_ids), so the API can
+    // leave it out of the text. -1 otherwise (max_tokens, stop string, abort, error).
+    int32_t stop_token = -1;
     int64_t prompt_tokens = 0;
     int64_t completion_tokens = 0;               // total so far
 };
@@ -92,6 +99,16 @@ struct engine_stats {
     int64_t steps = 0;
 };
 
+// Latency and size distributions for /metrics (seconds; batch size in sequences).
+struct engine_metrics {
+    engine_stats stats;
+    histogram_snapshot time_to_first_token;   // submit → first token sampled
+    histogram_snapshot inter_token_latency;   // between consecutive tokens of one request
+    histogram_snapshot end_to_end_latency;    // submit → final event
+    histogram_snapshot step_time;             // one lockstep step with work (plan → commit)
+    histogram_snapshot batch_size;            // sequences per executed step
+};
+
 class engine {
 public:
     virtual ~engine() = default;
@@ -106,6 +123,12 @@ public:
     virtual int64_t max_context_tokens() const = 0;
     virtual int32_t vocab_size() const = 0;
     virtual int32_t eos_token_id() const = 0;
+
+    // stats() plus histograms; the default (engines without histograms) has empty ones.
+    virtual engine_metrics metrics() const { return {stats(), {}, {}, {}, {}, {}}; }
+    // Test/debug hook: the next step that has work sleeps `ms` first, with work pending, so the
+    // scheduler heartbeat reports a stall (invariant 10 e2e test). 0 cancels a pending stall.
+    virtual void inject_stall(int64_t ms) { (void)ms; }
 };
 
 }  // namespace tandem::engine

@@ -5,15 +5,33 @@
 
 namespace tandem::text {
 
-stream_detokenizer::stream_detokenizer(std::shared_ptr<const tokenizer> tok, bool skip_special)
-    : tok_(std::move(tok)), skip_special_(skip_special) {}
+stream_detokenizer::stream_detokenizer(std::shared_ptr<const tokenizer> tok,
+                                       special_token_policy policy)
+    : tok_(std::move(tok)), policy_(policy) {
+    const std::string_view markup[] = {"<think>", "</think>", "｜DSML｜"};
+    for (int i = 0; i < 3; ++i) markup_ids_[i] = tok_->added_token_id(markup[i]).value_or(-1);
+}
+
+bool stream_detokenizer::drops(token_id id) const {
+    switch (policy_) {
+        case special_token_policy::keep_all: return false;
+        case special_token_policy::skip_special: return tok_->is_special(id);
+        case special_token_policy::markup_only:
+            return tok_->is_added(id) && id != markup_ids_[0] && id != markup_ids_[1] &&
+                   id != markup_ids_[2];
+    }
+    return false;
+}
 
 status stream_detokenizer::push(token_id id, std::string* out) {
     if (!tok_->contains(id)) {
         return make_error(error_code::invalid_argument,
                           "token id " + std::to_string(id) + " is not in the vocabulary");
     }
-    if (skip_special_ && tok_->is_special(id)) return status::ok();
+    if (drops(id)) {
+        ++dropped_;
+        return status::ok();
+    }
     pending_.append(tok_->token_bytes(id));
     // Emit everything except a valid-but-incomplete tail; ill-formed bytes become U+FFFD now,
     // because no later byte can make them valid.

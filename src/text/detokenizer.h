@@ -4,7 +4,9 @@
 // such an incomplete tail (at most 3 bytes) until the next token completes it, so every
 // returned piece is valid UTF-8 and the concatenation of all pieces plus finish() equals
 // tokenizer::decode() of all ids (ill-formed bytes become U+FFFD, exactly as there).
-// Special tokens such as <think> and ｜DSML｜ are kept: the output parser needs them.
+// Which added tokens reach the text is a policy: the output parser needs <think>, </think> and
+// ｜DSML｜, while other specials (<｜User｜>, BOS/EOS, placeholders a speculative draft may
+// produce) must never leak into visible content (spec §4.6, §5.4).
 // One object per sequence; not thread-safe.
 #pragma once
 
@@ -16,9 +18,16 @@
 
 namespace tandem::text {
 
+enum class special_token_policy {
+    keep_all,      // every token's text, as tokenizer::decode(ids)
+    skip_special,  // drop tokens marked "special" in tokenizer.json (HF skip_special_tokens)
+    markup_only,   // drop every added token except <think>, </think> and ｜DSML｜ (for the parser)
+};
+
 class stream_detokenizer {
 public:
-    explicit stream_detokenizer(std::shared_ptr<const tokenizer> tok, bool skip_special = false);
+    explicit stream_detokenizer(std::shared_ptr<const tokenizer> tok,
+                                special_token_policy policy = special_token_policy::keep_all);
 
     // Appends the text completed by `id` to *out (possibly nothing). Unknown ids are an error.
     status push(token_id id, std::string* out);
@@ -26,10 +35,16 @@ public:
     void finish(std::string* out);
     // Bytes held back waiting for the rest of a character.
     int64_t pending_bytes() const { return static_cast<int64_t>(pending_.size()); }
+    // Added tokens dropped by the policy so far (a metric: specials where text belongs).
+    int64_t dropped_tokens() const { return dropped_; }
 
 private:
+    bool drops(token_id id) const;
+
     std::shared_ptr<const tokenizer> tok_;
-    bool skip_special_;
+    special_token_policy policy_;
+    token_id markup_ids_[3] = {-1, -1, -1};
+    int64_t dropped_ = 0;
     std::string pending_;
 };
 

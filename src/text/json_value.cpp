@@ -334,7 +334,8 @@ bool fits_int64_or_uint64(std::string_view s) {
 std::string json_format_number(std::string_view source, json_number_style style) {
     const bool is_float = source.find_first_of(".eE") != std::string_view::npos;
     if (!is_float) {
-        if (source == "-0") return "0";  // Python int("-0") == 0; serde i64 -0 == 0
+        // Python's int("-0") is 0; serde reads "-0" as the float -0.0.
+        if (source == "-0") return style == json_number_style::python ? "0" : "-0.0";
         if (style == json_number_style::python || fits_int64_or_uint64(source)) {
             return std::string(source);
         }

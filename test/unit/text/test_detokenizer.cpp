@@ -12,7 +12,7 @@ namespace {
 
 std::string stream_all(const std::shared_ptr<const tokenizer>& tok, const std::vector<token_id>& ids,
                        bool skip_special = false) {
-    stream_detokenizer detok(tok, skip_special);
+    stream_detokenizer detok(tok, skip_special ? special_token_policy::skip_special : special_token_policy::keep_all);
     std::string all;
     for (token_id id : ids) {
         std::string piece;
@@ -71,6 +71,22 @@ TEST_CASE("detokenizer: stream equals decode on corpus and random ids") {
         CHECK(stream_all(tok, ids) == tok->decode(ids).value());
         CHECK(stream_all(tok, ids, true) == tok->decode(ids, true).value());
     }
+}
+
+TEST_CASE("detokenizer: markup_only keeps <think>, </think>, ｜DSML｜ and drops other specials") {
+    auto tok = testing::reference_tokenizer();
+    auto ids = tok->encode_with_added_tokens("<｜begin▁of▁sentence｜>a<think>b</think>c<｜User｜>d<｜DSML｜e<｜end▁of▁sentence｜>");
+    stream_detokenizer detok(tok, special_token_policy::markup_only);
+    std::string out;
+    for (token_id id : ids) REQUIRE(detok.push(id, &out).is_ok());
+    detok.finish(&out);
+    CHECK(out == "a<think>b</think>cd<｜DSML｜e");
+    CHECK(detok.dropped_tokens() == 3);
+    // The same characters typed as plain text are text, not tokens: nothing is dropped.
+    stream_detokenizer plain(tok, special_token_policy::markup_only);
+    std::string text;
+    for (token_id id : tok->encode("x<｜User｜>y")) REQUIRE(plain.push(id, &text).is_ok());
+    CHECK(text == "x<｜User｜>y");
 }
 
 TEST_CASE("detokenizer: rejects ids outside the vocabulary") {

@@ -1,0 +1,54 @@
+#include "engine/cpu_engine.h"
+
+#include "cache/plan_command.h"
+#include "engine/cpu_executor.h"
+#include "engine/pool_capacity.h"
+#include "engine/scheduler.h"
+#include "model/model.h"
+
+namespace tandem::engine {
+
+namespace {
+
+scheduler_options scheduler_options_from(const config& cfg, liveness_registry* liveness) {
+    scheduler_options so;
+    so.max_running_requests = cfg.scheduler.max_running_requests;
+    so.max_queued_requests = cfg.scheduler.max_queued_requests;
+    so.max_prefill_tokens = cfg.scheduler.max_prefill_tokens;
+    so.max_context_tokens = cfg.scheduler.max_context_tokens;
+    so.queue_timeout_ms = cfg.scheduler.queue_timeout_ms;
+    if (liveness != nullptr) so.loop_heartbeat = liveness->add("scheduler");
+    return so;
+}
+
+}  // namespace
+
+result<std::unique_ptr<engine>> make_cpu_engine(const config& cfg, liveness_registry* liveness) {
+    result<model::model_options> mo = model::model_options_from(cfg.model.numerics,
+                                                                cfg.backend.threads);
+    if (!mo) return mo.error();
+    result<std::unique_ptr<model::model>> m = model::model::load(cfg.model.path, *mo);
+    if (!m) return m.error().with_context("loading the model from model.path");
+
+    result<cache::layout_options> lo = cache::layout_options_from(cfg);
+    if (!lo) return lo.error();
+    result<int64_t> budget = cache::resolve_memory_budget(cfg.cache.memory_bytes,
+                                                          cfg.cache.memory_fraction);
+    if (!budget) return budget.error();
+    result<cache::cache_plan> plan =
+        cache::make_cache_plan((*m)->config(), cfg.model.path, *lo, *budget,
+                               cfg.scheduler.max_running_requests);
+    if (!plan) return plan.error();
+    result<std::unique_ptr<cache::page_pool>> pool = cache::page_pool::create(
+        plan->layout, cache::pool_options{plan->memory_bytes, plan->split.num_slots});
+    if (!pool) return pool.error().with_context("creating the cache pool");
+
+    auto seqs = std::make_shared<pool_sequences>(std::move(pool.value()));
+    auto exec = std::make_unique<cpu_executor>(std::move(m.value()), seqs);
+    auto cap = std::make_unique<pool_capacity>(seqs);
+    std::unique_ptr<engine> eng = std::make_unique<scheduler>(
+        std::move(exec), std::move(cap), scheduler_options_from(cfg, liveness));
+    return eng;
+}
+
+}  // namespace tandem::engine

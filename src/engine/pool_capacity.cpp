@@ -1,0 +1,59 @@
+#include "engine/pool_capacity.h"
+
+#include "core/check.h"
+
+namespace tandem::engine {
+
+pool_sequences::pool_sequences(std::unique_ptr<cache::page_pool> pool) : pool_(std::move(pool)) {}
+
+result<sequence_id> pool_sequences::create() {
+    const sequence_id id = next_id_++;
+    cache::slot_ref s = pool_->alloc_sequence(static_cast<cache::owner_id>(id));
+    if (!s.valid()) {
+        return make_error(error_code::unavailable, "no free sequence slot in the cache pool");
+    }
+    pool_->reset_sequence_state(s);
+    slots_.emplace(id, s);
+    return id;
+}
+
+void pool_sequences::destroy(sequence_id id) {
+    auto it = slots_.find(id);
+    TANDEM_CHECK_MSG(it != slots_.end(), "destroy of an unknown sequence");
+    pool_->free_sequence(it->second);
+    slots_.erase(it);
+}
+
+cache::slot_ref pool_sequences::slot(sequence_id id) const {
+    auto it = slots_.find(id);
+    TANDEM_CHECK_MSG(it != slots_.end(), "unknown sequence");
+    return it->second;
+}
+
+pool_capacity::pool_capacity(std::shared_ptr<pool_sequences> seqs) : seqs_(std::move(seqs)) {}
+
+int64_t pool_capacity::pages_for(int64_t tokens) const {
+    const int64_t ps = seqs_->pool().layout().page_size();
+    return (tokens + ps - 1) / ps;
+}
+
+int64_t pool_capacity::max_tokens_per_request() const {
+    return seqs_->pool().stats().pages_total * seqs_->pool().layout().page_size();
+}
+
+bool pool_capacity::can_admit(int64_t tokens, int64_t headroom_tokens) const {
+    const cache::pool_stats s = seqs_->pool().stats();
+    return s.slots_free > 0 && seqs_->pool().can_alloc_pages(pages_for(tokens) +
+                                                             pages_for(headroom_tokens));
+}
+
+bool pool_capacity::allocate(sequence_id id, int64_t tokens) {
+    return seqs_->pool().ensure_capacity(seqs_->slot(id), tokens);
+}
+
+capacity_stats pool_capacity::stats() const {
+    const cache::pool_stats s = seqs_->pool().stats();
+    return {s.pages_total, s.pages_free, seqs_->pool().layout().page_size(), seqs_->live()};
+}
+
+}  // namespace tandem::engine

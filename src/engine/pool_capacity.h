@@ -1,0 +1,54 @@
+// engine/pool_capacity.h — Capacity answered by the cache helper's page pool.
+//
+// pool_sequences maps engine sequence ids to the pool's sequence slots; the model executor
+// creates and drops them (a slot holds the sequence's window and compressor rings and its page
+// table), pool_capacity grows their page tables before each step. Both run on the scheduler
+// thread only. pool_capacity::free() is a no-op: dropping the slot (executor free_sequence)
+// releases its pages; the scheduler always calls both.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "cache/page_pool.h"
+#include "core/status.h"
+#include "engine/capacity.h"
+#include "engine/step_plan.h"
+
+namespace tandem::engine {
+
+class pool_sequences {
+public:
+    explicit pool_sequences(std::unique_ptr<cache::page_pool> pool);
+
+    cache::page_pool& pool() { return *pool_; }
+    const cache::page_pool& pool() const { return *pool_; }
+    // A fresh slot with reset state (window zeroed, compressor rings empty); unavailable when
+    // every slot is taken.
+    result<sequence_id> create();
+    void destroy(sequence_id id);
+    cache::slot_ref slot(sequence_id id) const;  // CHECKs the id is live
+    int64_t live() const { return static_cast<int64_t>(slots_.size()); }
+
+private:
+    std::unique_ptr<cache::page_pool> pool_;
+    std::unordered_map<sequence_id, cache::slot_ref> slots_;
+    sequence_id next_id_ = 1;
+};
+
+class pool_capacity final : public capacity {
+public:
+    explicit pool_capacity(std::shared_ptr<pool_sequences> seqs);
+
+    int64_t max_tokens_per_request() const override;
+    bool can_admit(int64_t tokens, int64_t headroom_tokens) const override;
+    bool allocate(sequence_id id, int64_t tokens) override;
+    void free(sequence_id) override {}
+    capacity_stats stats() const override;
+
+private:
+    int64_t pages_for(int64_t tokens) const;
+    std::shared_ptr<pool_sequences> seqs_;
+};
+
+}  // namespace tandem::engine

@@ -1,0 +1,64 @@
+// engine/request.h — The scheduler's record of one request. Owned and touched only by the
+// scheduler thread after submit() hands it over through the inbox.
+//
+// Token bookkeeping (the invariant the step builder and the commit rely on):
+//   tokens()            = prompt ++ output           (everything known about the sequence)
+//   [0, computed)         tokens whose model state the executor holds for `sequence`
+//   [computed, total)     tokens still to feed; 1 while decoding, more while (re)prefilling
+//   capacity held       >= total tokens while running (allocated before each step)
+//   [0, emitted)          output tokens already sent to the sink
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/request_state.h"
+#include "engine/step_plan.h"
+
+namespace tandem::engine {
+
+struct request {
+    request_id id = 0;
+    std::string trace_id;
+    std::vector<int32_t> prompt;
+    sampling_params params;
+    event_sink sink;
+    uint64_t seed = 0;  // params.seed, or drawn from the process RNG at submit
+
+    state_record state;
+    std::vector<int32_t> output;
+    sequence_id sequence = -1;  // -1 while queued
+    int64_t computed = 0;
+    bool started = false;       // admitted at least once (queue timeout no longer applies)
+
+    // Emission.
+    size_t emitted = 0;
+    std::vector<position_logprobs> pending_logprobs;  // for output[emitted..]
+    std::vector<position_logprobs> prompt_logprobs;   // for prompt positions 1..n-1
+    int64_t prompt_logprobs_next = 1;                 // next prompt position to score
+    bool prompt_logprobs_sent = false;
+
+    // The end: set once, when the request reaches a terminal state.
+    finish_reason reason = finish_reason::none;
+    status error;
+    int32_t stop_token = -1;
+
+    // Timing, in monotonic seconds.
+    double submitted_s = 0.0;
+    double first_token_s = -1.0;
+    double last_token_s = -1.0;
+
+    int64_t total_tokens() const { return static_cast<int64_t>(prompt.size() + output.size()); }
+    int32_t token_at(int64_t i) const {
+        int64_t p = static_cast<int64_t>(prompt.size());
+        return i < p ? prompt[static_cast<size_t>(i)] : output[static_cast<size_t>(i - p)];
+    }
+    bool wants_prompt_logprobs() const {
+        return params.prompt_logprobs &&
+               prompt_logprobs_next < static_cast<int64_t>(prompt.size());
+    }
+};
+
+}  // namespace tandem::engine

@@ -1,0 +1,347 @@
+// The scheduler thread, its inbox, admission and request endings. Planning, sampling and
+// emission are in scheduler_step.cpp.
+#include "engine/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/check.h"
+
+namespace tandem::engine {
+
+double monotonic_seconds() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<capacity> cap,
+                     scheduler_options opt)
+    : opt_(std::move(opt)),
+      executor_(std::move(executor)),
+      capacity_(std::move(cap)),
+      heartbeat_(opt_.loop_heartbeat ? opt_.loop_heartbeat : std::make_shared<heartbeat>("scheduler")),
+      vocab_(executor_->vocab_size()),
+      eos_(executor_->eos_token_id()),
+      seed_rng_(std::random_device{}()) {
+    TANDEM_CHECK(opt_.max_running_requests > 0 && opt_.max_prefill_tokens > 0);
+    int64_t limit = executor_->max_context_tokens();
+    if (opt_.max_context_tokens > 0) limit = std::min(limit, opt_.max_context_tokens);
+    // A request alone must always fit in the cache, or preemption could not guarantee progress.
+    context_limit_ = std::min(limit, capacity_->max_tokens_per_request());
+    publish_stats();
+    thread_ = std::thread([this] { run(); });
+}
+
+scheduler::~scheduler() {
+    {
+        std::lock_guard lock(inbox_mu_);
+        stopping_ = true;
+    }
+    inbox_cv_.notify_one();
+    thread_.join();
+}
+
+// --- Submission (any thread) ---------------------------------------------------------------
+
+status scheduler::validate(const submit_request& req) const {
+    const sampling_params& p = req.params;
+    if (!req.sink) return make_error(error_code::invalid_argument, "submit: no event sink");
+    if (req.prompt.empty()) return make_error(error_code::invalid_argument, "prompt is empty");
+    for (size_t i = 0; i < req.prompt.size(); ++i) {
+        if (req.prompt[i] < 0 || req.prompt[i] >= vocab_) {
+            return make_error(error_code::invalid_argument,
+                              fmt::format("prompt token {} at position {} is outside the "
+                                          "vocabulary [0, {})", req.prompt[i], i, vocab_));
+        }
+    }
+    if (p.max_tokens < 1) {
+        return make_error(error_code::invalid_argument,
+                          fmt::format("max_tokens must be at least 1, got {}", p.max_tokens));
+    }
+    int64_t prompt = static_cast<int64_t>(req.prompt.size());
+    if (prompt + p.max_tokens > context_limit_) {
+        return make_error(error_code::invalid_argument,
+                          fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the context "
+                                      "limit of {} tokens", prompt, p.max_tokens, context_limit_));
+    }
+    if (p.temperature < 0 || !(p.top_p > 0 && p.top_p <= 1) || p.top_k < 0 ||
+        !(p.min_p >= 0 && p.min_p <= 1) || !(p.repetition_penalty > 0)) {
+        return make_error(error_code::invalid_argument,
+                          "sampling parameters out of range (temperature >= 0, top_p in (0, 1], "
+                          "top_k >= 0, min_p in [0, 1], repetition_penalty > 0)");
+    }
+    return status::ok();
+}
+
+result<request_id> scheduler::submit(submit_request req) {
+    TANDEM_RETURN_IF_ERROR(validate(req));
+    const int64_t limit = opt_.max_running_requests + opt_.max_queued_requests;
+    if (in_flight_.fetch_add(1) >= limit) {
+        in_flight_.fetch_sub(1);
+        c_.rejected.fetch_add(1);
+        return make_error(error_code::unavailable,
+                          fmt::format("server busy: {} requests in flight (scheduler."
+                                      "max_running_requests + max_queued_requests); retry later",
+                                      limit));
+    }
+    auto r = std::make_unique<request>();
+    r->id = next_id_.fetch_add(1);
+    r->trace_id = std::move(req.trace_id);
+    r->prompt = std::move(req.prompt);
+    r->params = std::move(req.params);
+    r->sink = std::move(req.sink);
+    if (r->params.seed) {
+        r->seed = *r->params.seed;
+    } else {
+        std::lock_guard lock(seed_mu_);
+        r->seed = seed_rng_();
+    }
+    r->submitted_s = monotonic_seconds();
+    request_id id = r->id;
+    std::unique_lock lock(inbox_mu_);
+    if (stopping_) {
+        lock.unlock();
+        in_flight_.fetch_sub(1);
+        return make_error(error_code::unavailable, "engine is stopping");
+    }
+    inbox_.push_back({inbox_msg::kind::submit, id, std::move(r)});
+    lock.unlock();
+    inbox_cv_.notify_one();
+    return id;
+}
+
+void scheduler::post(inbox_msg msg) {
+    {
+        std::lock_guard lock(inbox_mu_);
+        if (stopping_) return;  // shutdown ends every request anyway
+        inbox_.push_back(std::move(msg));
+    }
+    inbox_cv_.notify_one();
+}
+
+void scheduler::abort(request_id id) { post({inbox_msg::kind::abort, id, nullptr}); }
+void scheduler::finish(request_id id) { post({inbox_msg::kind::finish, id, nullptr}); }
+
+engine_stats scheduler::stats() const {
+    engine_stats s;
+    s.queued = c_.queued.load();
+    s.running = c_.running.load();
+    s.pages_total = c_.pages_total.load();
+    s.pages_free = c_.pages_free.load();
+    s.preemptions = c_.preemptions.load();
+    s.requests_finished = c_.finished.load();
+    s.requests_aborted = c_.aborted.load();
+    s.requests_failed = c_.failed.load();
+    s.rejected_queue_full = c_.rejected.load();
+    s.prompt_tokens = c_.prompt_tokens.load();
+    s.generated_tokens = c_.generated_tokens.load();
+    s.steps = c_.steps.load();
+    return s;
+}
+
+engine_metrics scheduler::metrics() const {
+    return {stats(),          ttft_.snapshot(),      itl_.snapshot(),
+            e2e_.snapshot(),  step_time_.snapshot(), batch_size_.snapshot()};
+}
+
+// --- The loop (scheduler thread) -----------------------------------------------------------
+
+void scheduler::run() {
+    while (wait_for_work()) step();
+    shutdown();
+}
+
+bool scheduler::wait_for_work() {
+    std::unique_lock lock(inbox_mu_);
+    for (;;) {
+        if (stopping_) return false;
+        if (!inbox_.empty() || !running_.empty() || !ended_.empty()) break;
+        // Queued requests with nothing running are always admissible (a lone request fits
+        // the cache), so only an empty scheduler sleeps.
+        if (!waiting_.empty()) break;
+        check_idle_integrity();
+        heartbeat_->set_pending(false);
+        inbox_cv_.wait(lock);
+    }
+    heartbeat_->set_pending(true);
+    return true;
+}
+
+// With no request left, nothing may hold cache or model state and no request may be lost:
+// a leak found here is found at the step that went idle, not at the next overload.
+void scheduler::check_idle_integrity() const {
+    TANDEM_CHECK(waiting_.empty() && running_.empty() && ended_.empty());
+    TANDEM_CHECK_MSG(live_.empty(), "a request is known but in no queue");
+    const capacity_stats cs = capacity_->stats();
+    TANDEM_CHECK_MSG(cs.sequences == 0 && cs.pages_free == cs.pages_total,
+                     "cache capacity leaked by an ended request");
+}
+
+void scheduler::step() {
+    ++step_no_;
+    if (opt_.before_step) opt_.before_step(step_no_);
+    if (int64_t ms = stall_ms_.exchange(0); ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+    const double t0 = monotonic_seconds();
+    drain_inbox();
+    expire_queued();
+    admit();
+    reserve_capacity();
+    step_plan plan = build_plan();
+    if (!plan.items.empty()) {
+        status st = executor_->execute(plan, out_);
+        if (st.is_ok()) {
+            sample_and_commit(plan, out_);
+        } else {
+            for (const plan_item& it : plan.items) {
+                auto found = live_.find(it.request);
+                if (found != live_.end() && !is_terminal(found->second->state.state)) {
+                    end_request(*found->second, request_state::failed, finish_reason::error,
+                                st.with_context("model step failed"), "model step failed");
+                }
+            }
+        }
+        c_.steps.fetch_add(1);
+        step_time_.observe(monotonic_seconds() - t0);
+        batch_size_.observe(static_cast<double>(plan.items.size()));
+    }
+    sweep_ended();
+    publish_stats();
+    emit();
+    heartbeat_->beat();
+}
+
+void scheduler::drain_inbox() {
+    std::vector<inbox_msg> msgs;
+    {
+        std::lock_guard lock(inbox_mu_);
+        msgs.swap(inbox_);
+    }
+    for (inbox_msg& m : msgs) {
+        if (m.what == inbox_msg::kind::submit) {
+            c_.prompt_tokens.fetch_add(static_cast<int64_t>(m.req->prompt.size()));
+            live_[m.id] = m.req.get();
+            waiting_.push_back(std::move(m.req));
+        } else {
+            apply_end_request(m.id, m.what == inbox_msg::kind::abort);
+        }
+    }
+}
+
+void scheduler::apply_end_request(request_id id, bool abort) {
+    auto it = live_.find(id);
+    if (it == live_.end() || is_terminal(it->second->state.state)) return;  // idempotent
+    request& r = *it->second;
+    if (abort) {
+        end_request(r, request_state::aborted, finish_reason::aborted, status::ok(),
+                    "aborted by the client");
+    } else {
+        end_request(r, request_state::finished, finish_reason::stop, status::ok(),
+                    "stopped by the API (stop string)");
+    }
+}
+
+void scheduler::expire_queued() {
+    const double now = monotonic_seconds();
+    const double limit_s = static_cast<double>(opt_.queue_timeout_ms) / 1000.0;
+    for (const auto& r : waiting_) {
+        if (r->started || now - r->submitted_s <= limit_s) continue;
+        end_request(*r, request_state::failed, finish_reason::error,
+                    make_error(error_code::deadline_exceeded,
+                               fmt::format("request waited {:.0f} ms in the queue without "
+                                           "starting (scheduler.queue_timeout_ms = {})",
+                                           (now - r->submitted_s) * 1000.0,
+                                           opt_.queue_timeout_ms)),
+                    "queue timeout");
+    }
+}
+
+void scheduler::admit() {
+    sweep_ended();  // ended queued requests leave waiting_ before admission looks at it
+    while (!waiting_.empty() &&
+           static_cast<int64_t>(running_.size()) < opt_.max_running_requests) {
+        request& r = *waiting_.front();
+        const int64_t need = r.total_tokens();
+        // Leave one token per running request so their next decode step does not preempt
+        // the request just admitted.
+        if (!capacity_->can_admit(need, static_cast<int64_t>(running_.size()))) break;
+        result<sequence_id> seq = executor_->new_sequence();
+        if (!seq) {
+            if (running_.empty()) {
+                end_request(r, request_state::failed, finish_reason::error,
+                            seq.error().with_context("starting the request"), "no sequence");
+                sweep_ended();
+                continue;
+            }
+            break;  // wait for a running request to end
+        }
+        r.sequence = *seq;
+        TANDEM_CHECK(capacity_->allocate(r.sequence, need));
+        r.computed = 0;
+        transition(r.state, request_state::prefilling,
+                   r.started ? fmt::format("re-admitted: recompute {} tokens", need)
+                             : std::string("admitted"));
+        r.started = true;
+        running_.push_back(std::move(waiting_.front()));
+        waiting_.pop_front();
+    }
+}
+
+void scheduler::end_request(request& r, request_state to, finish_reason why, status err,
+                            std::string reason) {
+    if (r.sequence >= 0) {
+        capacity_->free(r.sequence);
+        executor_->free_sequence(r.sequence);
+        r.sequence = -1;
+    }
+    r.reason = why;
+    r.error = std::move(err);
+    transition(r.state, to, std::move(reason));
+    if (to == request_state::finished) c_.finished.fetch_add(1);
+    if (to == request_state::aborted) c_.aborted.fetch_add(1);
+    if (to == request_state::failed) c_.failed.fetch_add(1);
+}
+
+// Moves terminal requests out of waiting_ and running_ into ended_ (their final event is sent
+// by emit()).
+void scheduler::sweep_ended() {
+    auto take = [this](auto& container) {
+        auto keep = std::stable_partition(container.begin(), container.end(), [](const auto& r) {
+            return !is_terminal(r->state.state);
+        });
+        for (auto it = keep; it != container.end(); ++it) ended_.push_back(std::move(*it));
+        container.erase(keep, container.end());
+    };
+    take(waiting_);
+    take(running_);
+}
+
+void scheduler::publish_stats() {
+    capacity_stats cs = capacity_->stats();
+    c_.queued.store(static_cast<int64_t>(waiting_.size()));
+    c_.running.store(static_cast<int64_t>(running_.size()));
+    c_.pages_total.store(cs.pages_total);
+    c_.pages_free.store(cs.pages_free);
+}
+
+void scheduler::shutdown() {
+    drain_inbox();
+    auto fail_all = [this](auto& container) {
+        for (auto& r : container) {
+            if (is_terminal(r->state.state)) continue;
+            end_request(*r, request_state::failed, finish_reason::error,
+                        make_error(error_code::unavailable, "engine is stopping"), "shutdown");
+        }
+    };
+    fail_all(waiting_);
+    fail_all(running_);
+    sweep_ended();
+    publish_stats();
+    emit();
+    heartbeat_->set_pending(false);
+}
+
+}  // namespace tandem::engine

@@ -1,0 +1,148 @@
+// engine/scheduler.h — The lockstep scheduler: one thread that owns every request, the model
+// executor and the cache capacity. Other threads only post messages (submit, abort, finish)
+// through the inbox and receive token events through each request's sink.
+//
+// One step, in order, never overlapping the next (design invariant 6):
+//   drain_inbox → expire_queued → admit → build_plan → execute → sample_and_commit → emit
+// Continuous batching: every step carries each decoding request's next token plus prefill
+// chunks (oldest first) within max_prefill_tokens. Capacity: a request is admitted when its
+// known tokens fit; before each step every running request is grown to cover its tokens and,
+// when the cache is full, the NEWEST running request is preempted (state dropped, requeued at
+// the front, recomputed later from prompt + output) so the oldest always progresses: no
+// deadlock, and under greedy (or a seed) exactly the same tokens as without preemption.
+// Abort and finish are applied at the step boundary (drain_inbox).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/histogram.h"
+#include "core/liveness.h"
+#include "engine/capacity.h"
+#include "engine/engine.h"
+#include "engine/model_executor.h"
+#include "engine/request.h"
+
+namespace tandem::engine {
+
+struct scheduler_options {
+    int64_t max_running_requests = 64;
+    // Requests accepted but not yet finished may number max_running + max_queued; beyond that
+    // submit() answers unavailable (→ 503).
+    int64_t max_queued_requests = 256;
+    int64_t max_prefill_tokens = 2048;
+    int64_t max_context_tokens = 0;  // 0: the executor's maximum (also capped by the cache)
+    int64_t queue_timeout_ms = 60000;
+    std::shared_ptr<tandem::heartbeat> loop_heartbeat;  // null: a private one (tests)
+    // Test hook, called on the scheduler thread at the start of every step with work.
+    std::function<void(uint64_t step)> before_step;
+};
+
+class scheduler final : public engine {
+public:
+    scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<capacity> cap,
+              scheduler_options opt);
+    ~scheduler() override;  // fails every unfinished request (unavailable), joins the thread
+
+    result<request_id> submit(submit_request req) override;
+    void abort(request_id id) override;
+    void finish(request_id id) override;
+    engine_stats stats() const override;
+    engine_metrics metrics() const override;
+    int64_t max_context_tokens() const override { return context_limit_; }
+    int32_t vocab_size() const override { return vocab_; }
+    int32_t eos_token_id() const override { return eos_; }
+    void inject_stall(int64_t ms) override { stall_ms_.store(ms); }
+
+    const std::shared_ptr<heartbeat>& loop_heartbeat() const { return heartbeat_; }
+
+private:
+    struct inbox_msg {
+        enum class kind { submit, abort, finish } what;
+        request_id id = 0;
+        std::unique_ptr<request> req;  // submit only
+    };
+
+    // scheduler.cpp: thread, inbox, admission, endings.
+    status validate(const submit_request& req) const;
+    void post(inbox_msg msg);
+    void run();
+    bool wait_for_work();  // false when stopping
+    void step();
+    void drain_inbox();
+    void apply_end_request(request_id id, bool abort);
+    void expire_queued();
+    void admit();
+    void end_request(request& r, request_state to, finish_reason why, status err,
+                     std::string reason);
+    void sweep_ended();
+    void shutdown();
+    void publish_stats();
+    void check_idle_integrity() const;
+
+    // scheduler_step.cpp: plan, preemption, sampling, emission.
+    void reserve_capacity();
+    void preempt_newest();
+    step_plan build_plan();
+    void sample_and_commit(const step_plan& plan, const step_output& out);
+    void commit_prompt_logprobs(request& r, const plan_item& item, const step_output& out,
+                                size_t index);
+    void commit_token(request& r, std::span<const float> row);
+    void emit();
+
+    scheduler_options opt_;
+    std::unique_ptr<model_executor> executor_;
+    std::unique_ptr<capacity> capacity_;
+    std::shared_ptr<heartbeat> heartbeat_;
+    int32_t vocab_ = 0;
+    int32_t eos_ = -1;
+    int64_t context_limit_ = 0;
+
+    // Shared with submitting threads.
+    std::mutex inbox_mu_;
+    std::condition_variable inbox_cv_;
+    std::vector<inbox_msg> inbox_;
+    bool stopping_ = false;                  // under inbox_mu_
+    std::atomic<request_id> next_id_{1};
+    std::atomic<int64_t> in_flight_{0};      // accepted, final event not yet sent
+    std::atomic<int64_t> stall_ms_{0};
+    std::mutex seed_mu_;
+    std::mt19937_64 seed_rng_;
+
+    // Scheduler thread only.
+    std::deque<std::unique_ptr<request>> waiting_;
+    std::vector<std::unique_ptr<request>> running_;  // admission order: newest last
+    std::vector<std::unique_ptr<request>> ended_;    // terminal, final event not yet sent
+    std::unordered_map<request_id, request*> live_;
+    uint64_t step_no_ = 0;
+    step_output out_;              // reused every step: no per-step logits allocation
+    std::vector<float> scratch_;   // the sampler's working row
+
+    // Published for stats() (relaxed atomics: a scrape may mix two steps).
+    struct counters {
+        std::atomic<int64_t> queued{0}, running{0}, pages_total{0}, pages_free{0},
+            preemptions{0}, finished{0}, aborted{0}, failed{0}, rejected{0}, prompt_tokens{0},
+            generated_tokens{0}, steps{0};
+    };
+    counters c_;
+    histogram ttft_{histogram::latency_seconds_bounds()};
+    histogram itl_{histogram::latency_seconds_bounds()};
+    histogram e2e_{histogram::latency_seconds_bounds()};
+    histogram step_time_{histogram::latency_seconds_bounds()};
+    histogram batch_size_{histogram::power_of_two_bounds(1024)};
+
+    std::thread thread_;  // last: starts after every member above exists
+};
+
+double monotonic_seconds();
+
+}  // namespace tandem::engine

@@ -1,0 +1,198 @@
+// One step's middle: capacity and preemption, the plan, sampling and commit, and emission.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+
+namespace tandem::engine {
+
+// --- Capacity and preemption -----------------------------------------------------------------
+//
+// Every running request must hold capacity for all its known tokens before the step (its
+// prompt was reserved at admission; each decode step adds one token). Oldest first; when the
+// cache is full the newest running request is preempted, which may be the one asking. The
+// oldest request can always grow: the context limit never exceeds the whole cache.
+
+void scheduler::reserve_capacity() {
+    for (size_t i = 0; i < running_.size(); ++i) {
+        request& r = *running_[i];
+        while (!capacity_->allocate(r.sequence, r.total_tokens())) {
+            TANDEM_CHECK_MSG(running_.size() > 1 || i > 0,
+                             "a lone request does not fit in the cache");
+            preempt_newest();
+            if (i >= running_.size()) break;  // it was this one
+        }
+    }
+}
+
+void scheduler::preempt_newest() {
+    std::unique_ptr<request> r = std::move(running_.back());
+    running_.pop_back();
+    capacity_->free(r->sequence);
+    executor_->free_sequence(r->sequence);
+    r->sequence = -1;
+    transition(r->state, request_state::queued,
+               fmt::format("preempted: cache full; {} tokens to recompute", r->total_tokens()));
+    r->computed = 0;
+    c_.preemptions.fetch_add(1);
+    // At the front: it was admitted before everything still waiting. Several preemptions in
+    // one step happen newest first, so the older ones end up ahead.
+    waiting_.push_front(std::move(r));
+}
+
+// --- The plan --------------------------------------------------------------------------------
+
+step_plan scheduler::build_plan() {
+    step_plan plan;
+    plan.step = step_no_;
+    int64_t budget = opt_.max_prefill_tokens;
+    for (const auto& rp : running_) {
+        request& r = *rp;
+        const int64_t total = r.total_tokens();
+        const int64_t remaining = total - r.computed;
+        TANDEM_CHECK(remaining >= 1);
+        const bool decoding = r.state.state == request_state::decoding;
+        const int64_t n = decoding ? 1 : std::min(remaining, budget);
+        if (n == 0) continue;  // prefill budget spent; it continues next step
+        TANDEM_CHECK(!decoding || remaining == 1);
+        plan_item item;
+        item.request = r.id;
+        item.sequence = r.sequence;
+        item.start_position = r.computed;
+        item.tokens.reserve(static_cast<size_t>(n));
+        for (int64_t k = r.computed; k < r.computed + n; ++k) item.tokens.push_back(r.token_at(k));
+        const bool reaches_end = r.computed + n == total;
+        item.logits = r.wants_prompt_logprobs() ? logits_mode::all
+                      : reaches_end             ? logits_mode::last
+                                                : logits_mode::none;
+        if (decoding) {
+            plan.decode_tokens += 1;
+        } else {
+            plan.prefill_tokens += n;
+            budget -= n;
+        }
+        plan.items.push_back(std::move(item));
+    }
+    return plan;
+}
+
+// --- Sampling and commit -----------------------------------------------------------------------
+
+void scheduler::sample_and_commit(const step_plan& plan, const step_output& out) {
+    for (size_t i = 0; i < plan.items.size(); ++i) {
+        const plan_item& item = plan.items[i];
+        request& r = *live_.at(item.request);
+        const int64_t n = static_cast<int64_t>(item.tokens.size());
+        if (item.logits == logits_mode::all) commit_prompt_logprobs(r, item, out, i);
+        r.computed += n;
+        if (r.computed < r.total_tokens()) continue;  // mid-prefill: nothing to sample yet
+        TANDEM_CHECK(out.row_count[i] >= 1);
+        const int64_t last = out.first_row[i] + out.row_count[i] - 1;
+        commit_token(r, std::span<const float>(out.logits)
+                            .subspan(static_cast<size_t>(last * out.vocab), out.vocab));
+    }
+}
+
+void scheduler::commit_prompt_logprobs(request& r, const plan_item& item, const step_output& out,
+                                       size_t index) {
+    const int64_t prompt_len = static_cast<int64_t>(r.prompt.size());
+    std::vector<float> lp(static_cast<size_t>(out.vocab));
+    for (int64_t j = 0; j < out.row_count[index]; ++j) {
+        // Row j holds the logits after position start + j: they score the token at + 1.
+        const int64_t target = item.start_position + j + 1;
+        if (target >= prompt_len || target != r.prompt_logprobs_next) continue;
+        const int64_t row = out.first_row[index] + j;
+        log_softmax(std::span<const float>(out.logits)
+                        .subspan(static_cast<size_t>(row * out.vocab), out.vocab),
+                    lp);
+        const int32_t tok = r.prompt[static_cast<size_t>(target)];
+        position_logprobs p;
+        p.chosen = {tok, lp[static_cast<size_t>(tok)]};
+        p.top = top_tokens(lp, std::max<int32_t>(r.params.logprobs, 0));
+        r.prompt_logprobs.push_back(std::move(p));
+        ++r.prompt_logprobs_next;
+    }
+}
+
+void scheduler::commit_token(request& r, std::span<const float> row) {
+    sample_context ctx{r.prompt, r.output, r.seed, static_cast<uint64_t>(r.output.size())};
+    sample_result s = sample_token(row, r.params, ctx, scratch_);
+    const double now = monotonic_seconds();
+    if (r.first_token_s < 0) {
+        r.first_token_s = now;
+        ttft_.observe(now - r.submitted_s);
+    } else {
+        itl_.observe(now - r.last_token_s);
+    }
+    r.last_token_s = now;
+    r.output.push_back(s.token);
+    if (r.params.logprobs >= 0) r.pending_logprobs.push_back(std::move(s.logprobs));
+    c_.generated_tokens.fetch_add(1);
+    if (r.state.state == request_state::prefilling) {
+        transition(r.state, request_state::decoding, "prefill done, first token sampled");
+    }
+    const auto& stops = r.params.stop_token_ids;
+    const bool is_eos = !r.params.ignore_eos && s.token == eos_;
+    if (is_eos || std::find(stops.begin(), stops.end(), s.token) != stops.end()) {
+        r.stop_token = s.token;
+        end_request(r, request_state::finished, finish_reason::stop, status::ok(),
+                    is_eos ? "eos" : "stop token");
+    } else if (static_cast<int64_t>(r.output.size()) >= r.params.max_tokens) {
+        end_request(r, request_state::finished, finish_reason::length, status::ok(),
+                    "max_tokens");
+    } else if (r.total_tokens() >= context_limit_) {
+        end_request(r, request_state::finished, finish_reason::length, status::ok(),
+                    "context limit");
+    }
+}
+
+// --- Emission ----------------------------------------------------------------------------------
+//
+// Runs last, after stats are published: a sink may wake a client that immediately reads
+// stats(), and must see this step's effects. Sinks run on this thread and must not block.
+
+namespace {
+
+token_event make_event(request& r) {
+    token_event ev;
+    ev.id = r.id;
+    ev.tokens.assign(r.output.begin() + static_cast<std::ptrdiff_t>(r.emitted), r.output.end());
+    r.emitted = r.output.size();
+    ev.logprobs = std::move(r.pending_logprobs);
+    r.pending_logprobs.clear();
+    if (!r.prompt_logprobs_sent && r.params.prompt_logprobs &&
+        (!ev.tokens.empty() || is_terminal(r.state.state))) {
+        ev.prompt_logprobs = std::move(r.prompt_logprobs);
+        r.prompt_logprobs_sent = true;
+    }
+    ev.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+    ev.completion_tokens = static_cast<int64_t>(r.output.size());
+    return ev;
+}
+
+}  // namespace
+
+void scheduler::emit() {
+    for (auto& r : running_) {
+        if (r->output.size() > r->emitted) r->sink(make_event(*r));
+    }
+    std::vector<std::unique_ptr<request>> ended;
+    ended.swap(ended_);
+    const double now = monotonic_seconds();
+    for (auto& r : ended) {
+        token_event ev = make_event(*r);
+        ev.finished = true;
+        ev.reason = r->reason;
+        ev.error = r->error;
+        ev.stop_token = r->stop_token;
+        e2e_.observe(now - r->submitted_s);
+        live_.erase(r->id);
+        in_flight_.fetch_sub(1);
+        r->sink(std::move(ev));
+    }
+}
+
+}  // namespace tandem::engine

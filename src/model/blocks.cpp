@@ -1,0 +1,259 @@
+// model/blocks.cpp — RoPE tables, mHC (pre/post/Sinkhorn/head) and the MoE sublayer.
+//
+// Op order follows HF transformers' modeling_deepseek_v4.py (the golden reference) so fp32
+// results agree to rounding: e.g. the HC input norm is one unweighted RMSNorm over all n·d
+// values, `post` has no eps, the Sinkhorn loop starts with a column normalization, the comb
+// matrix is used transposed, and routed experts are summed in ascending expert id with the
+// routing weight applied after the down projection.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cpu/kernels.h"
+#include "model/forward.h"
+
+namespace tandem::model {
+
+// ---- RoPE ---------------------------------------------------------------------------------
+
+rope_table make_rope_table(const rope_config& r, int64_t head_dim) {
+    rope_table t;
+    int64_t dim = static_cast<int64_t>(static_cast<double>(head_dim) * r.partial_rotary_factor);
+    int64_t half = dim / 2;
+    t.inv_freq.resize(static_cast<size_t>(half));
+    const float base = static_cast<float>(r.theta);
+    std::vector<float> extrap(static_cast<size_t>(half)), interp(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) {
+        // fp32 like torch: base ** (arange(0, dim, 2) / dim), then 1 / that.
+        float pos_freq = std::pow(base, static_cast<float>(2 * i) / static_cast<float>(dim));
+        extrap[static_cast<size_t>(i)] = 1.0f / pos_freq;
+        interp[static_cast<size_t>(i)] = 1.0f / (static_cast<float>(r.factor) * pos_freq);
+    }
+    if (r.type != "yarn") {
+        t.inv_freq = extrap;
+        return t;
+    }
+    auto correction_dim = [&](double rotations) {
+        return (static_cast<double>(dim) *
+                std::log(static_cast<double>(r.original_max_position_embeddings) / (rotations * 2.0 * M_PI))) /
+               (2.0 * std::log(r.theta));
+    };
+    double low = std::max(std::floor(correction_dim(r.beta_fast)), 0.0);
+    double high = std::min(std::ceil(correction_dim(r.beta_slow)), static_cast<double>(dim - 1));
+    if (low == high) high += 0.001;
+    for (int64_t i = 0; i < half; ++i) {
+        float ramp = (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low);
+        ramp = std::clamp(ramp, 0.0f, 1.0f);
+        float extrap_factor = 1.0f - ramp;
+        size_t k = static_cast<size_t>(i);
+        t.inv_freq[k] = interp[k] * (1.0f - extrap_factor) + extrap[k] * extrap_factor;
+    }
+    return t;
+}
+
+void rope_table::apply(float* x, int64_t pos, bool inverse) const {
+    const float p = static_cast<float>(pos);
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+        float angle = p * inv_freq[i];
+        float cs = std::cos(angle), sn = std::sin(angle);
+        if (inverse) sn = -sn;
+        float a = x[2 * i], b = x[2 * i + 1];
+        x[2 * i] = a * cs + (-b) * sn;
+        x[2 * i + 1] = b * cs + a * sn;
+    }
+}
+
+// ---- mHC ----------------------------------------------------------------------------------
+
+namespace {
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// mix[j] = fn[j] · rmsnorm(flatten(h)) for j < rows_of_fn.
+void hc_mix(const model_config& c, const tensor& fn, const float* h, float* mix) {
+    int64_t nd = c.hc_mult * c.hidden_size;
+    std::vector<float> xn(static_cast<size_t>(nd));
+    cpu::rms_norm(h, nullptr, nd, c.rms_norm_eps, xn.data());
+    for (int64_t j = 0; j < fn.shape[0]; ++j) mix[j] = cpu::dot(fn.ptr() + j * nd, xn.data(), nd);
+}
+
+}  // namespace
+
+void hc_pre(const model_config& c, const hc_weights& hw, const float* h, float* collapsed, float* post, float* comb) {
+    const int64_t n = c.hc_mult, d = c.hidden_size;
+    const float eps = static_cast<float>(c.hc_eps);
+    std::vector<float> mix(static_cast<size_t>((2 + n) * n));
+    hc_mix(c, hw.fn, h, mix.data());
+    const float* base = hw.base.ptr();
+    const float* scale = hw.scale.ptr();
+    std::vector<float> pre(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+        pre[j] = sigmoid(mix[j] * scale[0] + base[j]) + eps;
+        post[j] = 2.0f * sigmoid(mix[n + j] * scale[1] + base[n + j]);
+    }
+    for (int64_t j = 0; j < n; ++j) {  // row softmax (over k) + eps
+        float* row = comb + j * n;
+        float mx = -INFINITY;
+        for (int64_t k = 0; k < n; ++k) {
+            row[k] = mix[2 * n + j * n + k] * scale[2] + base[2 * n + j * n + k];
+            mx = std::max(mx, row[k]);
+        }
+        float sum = 0.0f;
+        for (int64_t k = 0; k < n; ++k) sum += (row[k] = std::exp(row[k] - mx));
+        for (int64_t k = 0; k < n; ++k) row[k] = row[k] / sum + eps;
+    }
+    auto normalize_cols = [&] {
+        for (int64_t k = 0; k < n; ++k) {
+            float s = 0.0f;
+            for (int64_t j = 0; j < n; ++j) s += comb[j * n + k];
+            for (int64_t j = 0; j < n; ++j) comb[j * n + k] /= (s + eps);
+        }
+    };
+    normalize_cols();
+    for (int64_t it = 0; it + 1 < c.hc_sinkhorn_iters; ++it) {
+        for (int64_t j = 0; j < n; ++j) {
+            float s = 0.0f;
+            for (int64_t k = 0; k < n; ++k) s += comb[j * n + k];
+            for (int64_t k = 0; k < n; ++k) comb[j * n + k] /= (s + eps);
+        }
+        normalize_cols();
+    }
+    for (int64_t e = 0; e < d; ++e) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < n; ++j) s += pre[j] * h[j * d + e];
+        collapsed[e] = s;
+    }
+}
+
+void hc_post(int64_t n, int64_t d, const float* out, const float* h_res, const float* post, const float* comb,
+             float* h_new) {
+    for (int64_t k = 0; k < n; ++k)
+        for (int64_t e = 0; e < d; ++e) {
+            float mixed = 0.0f;
+            for (int64_t j = 0; j < n; ++j) mixed += comb[j * n + k] * h_res[j * d + e];
+            h_new[k * d + e] = post[k] * out[e] + mixed;
+        }
+}
+
+void hc_head_collapse(const model_config& c, const hc_weights& hw, const float* h, float* x) {
+    const int64_t n = c.hc_mult, d = c.hidden_size;
+    std::vector<float> mix(static_cast<size_t>(n)), pre(static_cast<size_t>(n));
+    hc_mix(c, hw.fn, h, mix.data());
+    for (int64_t j = 0; j < n; ++j)
+        pre[j] = sigmoid(mix[j] * hw.scale.ptr()[0] + hw.base.ptr()[j]) + static_cast<float>(c.hc_eps);
+    for (int64_t e = 0; e < d; ++e) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < n; ++j) s += pre[j] * h[j * d + e];
+        x[e] = s;
+    }
+}
+
+// ---- MoE ----------------------------------------------------------------------------------
+
+namespace {
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+float sqrt_softplus(float x) {
+    float sp = x > 20.0f ? x : std::log1p(std::exp(x));  // torch softplus, threshold 20
+    return std::sqrt(sp);
+}
+
+// act[r, i] = silu(min(g, L)) · clamp(u, −L, L) for gate/up rows.
+void swiglu(const float* g, const float* u, int64_t n, float limit, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = silu(std::min(g[i], limit)) * std::clamp(u[i], -limit, limit);
+}
+
+// Top-k of v (largest first, lower index first on ties), like torch.topk on CPU.
+std::vector<int32_t> top_k(const std::vector<float>& v, int64_t k) {
+    std::vector<int32_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+        return v[a] > v[b] || (v[a] == v[b] && a < b);
+    });
+    idx.resize(static_cast<size_t>(k));
+    return idx;
+}
+
+}  // namespace
+
+void model_impl::moe(int64_t layer, const batch& b, const std::vector<float>& x, std::vector<float>& out) {
+    const moe_weights& mw = w.layers[static_cast<size_t>(layer)].moe;
+    const bool hash = cfg.layers[static_cast<size_t>(layer)].mlp == mlp_type::hash_moe;
+    const int64_t d = cfg.hidden_size, I = cfg.moe_intermediate_size, E = cfg.n_routed_experts;
+    const int64_t k = cfg.num_experts_per_tok, T = b.rows;
+    const float limit = static_cast<float>(cfg.swiglu_limit);
+    std::vector<float> logits;
+    linear(x, T, mw.gate, logits);
+    // Routing per row: selected experts (ascending id) and their weights.
+    std::vector<std::vector<std::pair<int32_t, float>>> routes(static_cast<size_t>(T));
+    pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            std::vector<float> s(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
+            for (int64_t e = 0; e < E; ++e) {
+                s[e] = sqrt_softplus(logits[r * E + e]);
+                biased[e] = hash ? s[e] : s[e] + mw.bias.ptr()[e];
+            }
+            std::vector<int32_t> sel;
+            if (hash) sel.assign(mw.tid2eid.begin() + b.token[r] * k, mw.tid2eid.begin() + (b.token[r] + 1) * k);
+            else sel = top_k(biased, k);
+            float sum = 0.0f;
+            for (int32_t e : sel) sum += s[e];
+            auto& route = routes[static_cast<size_t>(r)];
+            // HF adds 1e-20 to the denominator; the official reference does not.
+            const float denom = opt.numerics == numerics_mode::official ? sum : sum + 1e-20f;
+            for (int32_t e : sel)
+                route.emplace_back(e, s[e] / denom * static_cast<float>(cfg.routed_scaling_factor));
+            std::sort(route.begin(), route.end());
+        }
+    });
+    // Experts: gather the rows routed to each expert, run it, scatter back.
+    std::vector<std::vector<float>> contrib(static_cast<size_t>(T));  // per row: [k, d] in ascending expert id
+    for (auto& cb : contrib) cb.assign(static_cast<size_t>(k * d), 0.0f);
+    for (int64_t e = 0; e < E; ++e) {
+        std::vector<int64_t> rows, slots;
+        for (int64_t r = 0; r < T; ++r) {
+            const auto& route = routes[static_cast<size_t>(r)];
+            for (size_t s = 0; s < route.size(); ++s)
+                if (route[s].first == e) rows.push_back(r), slots.push_back(static_cast<int64_t>(s));
+        }
+        if (rows.empty()) continue;
+        int64_t n = static_cast<int64_t>(rows.size());
+        std::vector<float> xe(static_cast<size_t>(n * d)), g, u, act(static_cast<size_t>(n * I)), y;
+        for (int64_t i = 0; i < n; ++i) std::copy_n(&x[rows[i] * d], d, &xe[i * d]);
+        const expert_weights& ew = mw.experts[static_cast<size_t>(e)];
+        linear(xe, n, ew.w1, g);
+        linear(xe, n, ew.w3, u);
+        for (int64_t i = 0; i < n; ++i) swiglu(&g[i * I], &u[i * I], I, limit, &act[i * I]);
+        // The routing weight multiplies after w2 in HF, before w2 in the official reference.
+        const bool weight_first = opt.numerics == numerics_mode::official;
+        auto weight_of = [&](int64_t i) { return routes[static_cast<size_t>(rows[i])][static_cast<size_t>(slots[i])].second; };
+        if (weight_first)
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = 0; j < I; ++j) act[i * I + j] *= weight_of(i);
+        linear(act, n, ew.w2, y);
+        for (int64_t i = 0; i < n; ++i) {
+            const float wt = weight_first ? 1.0f : weight_of(i);
+            float* dst = &contrib[static_cast<size_t>(rows[i])][static_cast<size_t>(slots[i] * d)];
+            for (int64_t j = 0; j < d; ++j) dst[j] = weight_first ? y[i * d + j] : y[i * d + j] * wt;
+        }
+    }
+    // Shared expert over all rows.
+    std::vector<float> g, u, act(static_cast<size_t>(T * I)), shared;
+    linear(x, T, mw.shared.w1, g);
+    linear(x, T, mw.shared.w3, u);
+    for (int64_t r = 0; r < T; ++r) swiglu(&g[r * I], &u[r * I], I, limit, &act[r * I]);
+    linear(act, T, mw.shared.w2, shared);
+    out.assign(static_cast<size_t>(T * d), 0.0f);
+    for (int64_t r = 0; r < T; ++r) {
+        const auto& cb = contrib[static_cast<size_t>(r)];
+        size_t nsel = routes[static_cast<size_t>(r)].size();
+        for (int64_t j = 0; j < d; ++j) {
+            float acc = 0.0f;
+            for (size_t s = 0; s < nsel; ++s) acc += cb[s * d + j];
+            out[r * d + j] = acc + shared[r * d + j];
+        }
+    }
+}
+
+}  // namespace tandem::model

@@ -1,0 +1,196 @@
+// model/model.cpp — loading, batch assembly and the block loop of the forward pass.
+#include "model/model.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "core/log.h"
+#include "cpu/kernels.h"
+#include "model/forward.h"
+#include "model/numerics.h"
+#include "model/safetensors.h"
+
+namespace tandem::model {
+
+// ---- model_impl: shared helpers -------------------------------------------------------------
+
+void model_impl::linear(const std::vector<float>& x, int64_t rows, const tensor& wt, std::vector<float>& y) const {
+    const int64_t out = wt.shape[0], in = wt.shape[1];
+    y.resize(static_cast<size_t>(rows * out));
+    if (opt.numerics == numerics_mode::official && wt.act_quant) {
+        std::vector<float> xq(x.begin(), x.begin() + rows * in);
+        for (int64_t r = 0; r < rows; ++r) act_quant_fp8(&xq[r * in], in);
+        cpu::linear(*pool, xq.data(), rows, in, wt.ptr(), in, out, y.data(), out);
+        return;
+    }
+    cpu::linear(*pool, x.data(), rows, in, wt.ptr(), in, out, y.data(), out);
+}
+
+void model_impl::run_layer(int64_t layer, const batch& b, std::vector<float>& h) {
+    const int64_t T = b.rows, n = cfg.hc_mult, d = cfg.hidden_size;
+    const layer_weights& lw = w.layers[static_cast<size_t>(layer)];
+    std::vector<float> x(static_cast<size_t>(T * d)), post(static_cast<size_t>(T * n)),
+        comb(static_cast<size_t>(T * n * n)), sub;
+    auto pre = [&](const hc_weights& hw, const tensor& norm) {
+        pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+                hc_pre(cfg, hw, &h[r * n * d], &x[r * d], &post[r * n], &comb[r * n * n]);
+                cpu::rms_norm(&x[r * d], norm.ptr(), d, cfg.rms_norm_eps, &x[r * d]);
+            }
+        });
+    };
+    auto post_mix = [&] {
+        pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
+            std::vector<float> h_new(static_cast<size_t>(n * d));
+            for (int64_t r = r0; r < r1; ++r) {
+                hc_post(n, d, &sub[r * d], &h[r * n * d], &post[r * n], &comb[r * n * n], h_new.data());
+                std::copy(h_new.begin(), h_new.end(), &h[r * n * d]);
+            }
+        });
+    };
+    pre(lw.hc_attn, lw.attn_norm);
+    attention(layer, b, x, sub);
+    post_mix();
+    pre(lw.hc_ffn, lw.ffn_norm);
+    moe(layer, b, x, sub);
+    post_mix();
+}
+
+void model_impl::run_head(const std::vector<float>& h, const std::vector<int64_t>& rows, std::vector<float>& logits) {
+    const int64_t n = cfg.hc_mult, d = cfg.hidden_size, R = static_cast<int64_t>(rows.size());
+    std::vector<float> x(static_cast<size_t>(R * d));
+    for (int64_t i = 0; i < R; ++i) {
+        hc_head_collapse(cfg, w.hc_head, &h[rows[i] * n * d], &x[i * d]);
+        cpu::rms_norm(&x[i * d], w.norm.ptr(), d, cfg.rms_norm_eps, &x[i * d]);
+    }
+    linear(x, R, w.head, logits);
+}
+
+// ---- model ----------------------------------------------------------------------------------
+
+result<model_options> model_options_from(const std::string& numerics, int64_t threads) {
+    model_options o;
+    if (numerics == "hf") o.numerics = numerics_mode::hf;
+    else if (numerics == "official") o.numerics = numerics_mode::official;
+    else
+        return make_error(error_code::invalid_argument,
+                          fmt::format("model.numerics: '{}' is not one of hf, official", numerics));
+    if (threads < 0 || threads > 4096)
+        return make_error(error_code::out_of_range, fmt::format("backend.threads: {} outside [0, 4096]", threads));
+    o.threads = static_cast<int>(threads);
+    return o;
+}
+
+model::model(std::unique_ptr<model_impl> impl) : impl_(std::move(impl)) {}
+model::~model() = default;
+
+const model_config& model::config() const { return impl_->cfg; }
+
+result<std::unique_ptr<model>> model::load(const std::string& dir, const model_options& opt) {
+    namespace fs = std::filesystem;
+    auto cfg = load_model_config((fs::path(dir) / "config.json").string());
+    if (!cfg) return cfg.error();
+    auto ck = checkpoint::open_dir(dir);
+    if (!ck) return ck.error();
+    // Progress for large checkpoints: one line per tenth of the bytes converted.
+    const auto t0 = std::chrono::steady_clock::now();
+    int last_tenth = 0;
+    auto progress = [&](int64_t done, int64_t total) {
+        if (total < (int64_t{256} << 20)) return;
+        const int tenth = static_cast<int>(done * 10 / total);
+        if (tenth == last_tenth) return;
+        last_tenth = tenth;
+        TANDEM_LOG_INFO("loading weights: {:.1f} / {:.1f} GiB ({}%)", double(done) / (1 << 30),
+                        double(total) / (1 << 30), tenth * 10);
+    };
+    auto weights = load_weights(*cfg, *ck, progress);
+    if (!weights) return weights.error().with_context(dir);
+    TANDEM_LOG_INFO("loaded {} ({} tensors, {:.1f} MiB) in {:.2f} s", dir, ck->tensors().size(),
+                    double(ck->total_bytes()) / (1 << 20),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    auto impl = std::make_unique<model_impl>();
+    impl->cfg = std::move(cfg.value());
+    impl->w = std::move(weights.value());
+    impl->opt = opt;
+    impl->pool = std::make_unique<cpu::thread_pool>(opt.threads);
+    impl->rope_main = make_rope_table(impl->cfg.rope_main, impl->cfg.head_dim);
+    impl->rope_compress = make_rope_table(impl->cfg.rope_compress, impl->cfg.head_dim);
+    const int64_t di = impl->cfg.index_head_dim;
+    if (opt.numerics == numerics_mode::official && impl->cfg.index_n_heads > 0 && (di & (di - 1)) != 0)
+        return make_error(error_code::invalid_argument,
+                          fmt::format("numerics = \"official\" needs a power-of-two index_head_dim for the "
+                                      "Hadamard rotation (config has {})", di));
+    return std::unique_ptr<model>(new model(std::move(impl)));
+}
+
+namespace {
+
+// The pool must be laid out for this model: same layers, kinds and row widths.
+status check_pool_layout(const model_config& c, const cache::layout_spec& l) {
+    if (l.num_layers() != c.num_layers_total() || l.window_rows() != c.sliding_window ||
+        l.kv_row().dims != c.head_dim || (c.index_n_heads > 0 && l.index_k_row().dims != c.index_head_dim))
+        return make_error(error_code::invalid_argument,
+                          fmt::format("cache pool layout ({}) does not belong to this model", l.describe()));
+    return status::ok();
+}
+
+}  // namespace
+
+result<forward_output> model::forward(cache::page_pool& pool, std::span<const forward_item> items) {
+    model_impl& m = *impl_;
+    const model_config& c = m.cfg;
+    TANDEM_RETURN_IF_ERROR(check_pool_layout(c, pool.layout()));
+    batch b;
+    b.pool = &pool;
+    for (size_t i = 0; i < items.size(); ++i) {
+        const forward_item& it = items[i];
+        if (it.tokens.empty() || it.start_pos < 0)
+            return make_error(error_code::invalid_argument, fmt::format("batch item {}: no tokens", i));
+        if (!pool.is_current(it.slot))
+            return make_error(error_code::invalid_argument, fmt::format("batch item {}: stale sequence slot", i));
+        const int64_t end = it.start_pos + static_cast<int64_t>(it.tokens.size());
+        if (static_cast<int64_t>(pool.page_table(it.slot).size()) * pool.layout().page_size() < end)
+            return make_error(error_code::out_of_range,
+                              fmt::format("batch item {}: the slot's pages cover fewer than {} tokens "
+                                          "(call ensure_capacity first)", i, end));
+        batch_seq s{b.rows, static_cast<int64_t>(it.tokens.size()), it.start_pos, it.slot};
+        for (size_t k = 0; k < it.tokens.size(); ++k) {
+            int32_t tok = it.tokens[k];
+            if (tok < 0 || tok >= c.vocab_size)
+                return make_error(error_code::out_of_range,
+                                  fmt::format("batch item {}: token id {} outside [0, {})", i, tok, c.vocab_size));
+            b.token.push_back(tok);
+            b.pos.push_back(it.start_pos + static_cast<int64_t>(k));
+        }
+        b.rows += s.rows;
+        b.seqs.push_back(s);
+    }
+    const int64_t n = c.hc_mult, d = c.hidden_size;
+    std::vector<float> h(static_cast<size_t>(b.rows * n * d));
+    for (int64_t r = 0; r < b.rows; ++r)
+        for (int64_t j = 0; j < n; ++j) std::copy_n(&m.w.embed.data[b.token[r] * d], d, &h[(r * n + j) * d]);
+    for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) m.run_layer(layer, b, h);
+    std::vector<int64_t> head_rows;
+    for (size_t i = 0; i < items.size(); ++i) {
+        const batch_seq& s = b.seqs[i];
+        if (items[i].all_logits)
+            for (int64_t r = s.row0; r < s.row0 + s.rows; ++r) head_rows.push_back(r);
+        else
+            head_rows.push_back(s.row0 + s.rows - 1);
+    }
+    std::vector<float> logits;
+    m.run_head(h, head_rows, logits);
+    forward_output out;
+    size_t at = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+        size_t rows = items[i].all_logits ? items[i].tokens.size() : 1;
+        auto begin = logits.begin() + static_cast<int64_t>(at * c.vocab_size);
+        out.logits.emplace_back(begin, begin + static_cast<int64_t>(rows * c.vocab_size));
+        at += rows;
+    }
+    return out;
+}
+
+}  // namespace tandem::model

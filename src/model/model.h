@@ -1,0 +1,79 @@
+// model/model.h — The DeepSeek-V4 model on the CPU backend: load a checkpoint, run forward passes.
+//
+// Owns: the validated config + weights (immutable after load), the CPU worker pool, and the
+// forward pass (embedding → mHC blocks with sliding/CSA/HCA attention and hash/routed MoE →
+// hc_head → norm → head). Callers (engine, tests) see only this header. All per-sequence state
+// lives in the cache pool (cache/page_pool.h) in the configured dtypes: window rings, compressed
+// KV rows, index-K rows and compressor rings; the model reads and writes them through the pool
+// and keeps nothing per sequence itself.
+//
+// Caller contract for forward(pool, items), per item: `slot` is a current sequence slot of
+// `pool` (whose layout was made from this model's config); the slot's state was reset
+// (pool.reset_sequence_state) before its first tokens; pool.ensure_capacity(slot, start_pos +
+// tokens.size()) succeeded; start_pos is the number of tokens the slot already holds. The pool
+// must not be mutated by others during the call (lockstep, design invariant 6).
+//
+// Chunked prefill with any chunk size and token-by-token decode give bitwise the same logits
+// as one full-sequence call with fp32/bf16 storage (each row is rounded to its storage dtype
+// before anything reads it, in-chunk rows included), and a sequence's logits do not depend on
+// the rest of the batch or on the thread count (design invariant 8).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/page_pool.h"
+#include "core/status.h"
+#include "model/model_config.h"
+
+namespace tandem::model {
+
+enum class numerics_mode {
+    hf,        // matches HF transformers DeepseekV4ForCausalLM (fp32, no quantization simulation)
+    official,  // DeepSeek reference: FP8 KV, FP4 indexer (Hadamard), FP8 activations (spec §6)
+};
+
+struct model_options {
+    numerics_mode numerics = numerics_mode::hf;
+    int threads = 0;  // CPU worker threads; 0 = all cores
+};
+
+// From config.model.numerics ("hf" | "official") and config.backend.threads; errors name the key.
+result<model_options> model_options_from(const std::string& numerics, int64_t threads);
+
+// One sequence's slice of a batch.
+struct forward_item {
+    std::span<const int32_t> tokens;  // new token ids
+    int64_t start_pos = 0;            // position of tokens[0] = tokens the slot already holds
+    cache::slot_ref slot;
+    bool all_logits = false;          // logits for every new token, else only the last one
+};
+
+struct forward_output {
+    // Per item, row-major [rows, vocab]: rows = tokens.size() with all_logits, else 1.
+    std::vector<std::vector<float>> logits;
+};
+
+class model_impl;
+
+class model {
+public:
+    // Reads dir/config.json and the safetensors, validates every tensor, converts to compute form.
+    static result<std::unique_ptr<model>> load(const std::string& dir, const model_options& opt = {});
+    ~model();
+
+    const model_config& config() const;
+
+    // Runs one batch (see the caller contract above). Errors: a token id outside the vocabulary,
+    // an empty item, a stale slot, missing page capacity, a pool laid out for another model.
+    result<forward_output> forward(cache::page_pool& pool, std::span<const forward_item> items);
+
+private:
+    explicit model(std::unique_ptr<model_impl> impl);
+    std::unique_ptr<model_impl> impl_;
+};
+
+}  // namespace tandem::model

@@ -1,0 +1,350 @@
+// model/safetensors.cpp — safetensors reading (mmap + validated header) and writing.
+#include "model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <simdjson.h>
+#include <utility>
+
+namespace tandem::model {
+
+namespace {
+
+// A header larger than this is certainly corrupt (real shards have a few hundred KiB).
+constexpr int64_t k_max_header_bytes = int64_t{100} << 20;
+
+std::string join_problems(const std::vector<std::string>& problems) {
+    std::string s;
+    for (const auto& p : problems) s += "\n  - " + p;
+    return s;
+}
+
+// Multiplies shape dims with an overflow check; -1 on overflow.
+int64_t checked_numel(const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        if (d < 0) return -1;
+        if (d != 0 && n > INT64_MAX / d) return -1;
+        n *= d;
+    }
+    return n;
+}
+
+// Parses one tensor entry of the header; appends problems instead of failing fast.
+bool parse_entry(const std::string& name, simdjson::dom::element e, int64_t data_size,
+                 tensor_view& out, int64_t& begin, std::vector<std::string>& problems) {
+    out.name = name;
+    simdjson::dom::object obj;
+    if (e.get_object().get(obj)) {
+        problems.push_back(fmt::format("tensor '{}': entry is not an object", name));
+        return false;
+    }
+    std::string_view dt;
+    if (obj["dtype"].get_string().get(dt)) {
+        problems.push_back(fmt::format("tensor '{}': missing or non-string 'dtype'", name));
+        return false;
+    }
+    auto type = dtype_from_name(dt);
+    if (!type) {
+        problems.push_back(fmt::format("tensor '{}': unknown dtype '{}'", name, std::string(dt)));
+        return false;
+    }
+    out.type = *type;
+    simdjson::dom::array shape;
+    if (obj["shape"].get_array().get(shape)) {
+        problems.push_back(fmt::format("tensor '{}': missing or non-array 'shape'", name));
+        return false;
+    }
+    for (auto d : shape) {
+        int64_t v;
+        if (d.get_int64().get(v) || v < 0) {
+            problems.push_back(fmt::format("tensor '{}': shape has a non-integer or negative dim", name));
+            return false;
+        }
+        out.shape.push_back(v);
+    }
+    simdjson::dom::array offsets;
+    int64_t end = 0;
+    if (obj["data_offsets"].get_array().get(offsets) || offsets.size() != 2 ||
+        offsets.at(0).get_int64().get(begin) || offsets.at(1).get_int64().get(end)) {
+        problems.push_back(fmt::format("tensor '{}': 'data_offsets' must be [begin, end]", name));
+        return false;
+    }
+    int64_t numel = checked_numel(out.shape);
+    if (numel < 0 || numel > INT64_MAX / 8) {
+        problems.push_back(fmt::format("tensor '{}': shape overflows", name));
+        return false;
+    }
+    int64_t expected = numel * dtype_size(out.type);
+    if (begin < 0 || end < begin) {
+        problems.push_back(fmt::format("tensor '{}': bad data_offsets [{}, {}]", name, begin, end));
+        return false;
+    }
+    if (end - begin != expected) {
+        problems.push_back(fmt::format("tensor '{}': {} bytes stored but shape {} × {} needs {}",
+                                       name, end - begin, join_dims(out.shape, "x"), std::string(dt), expected));
+        return false;
+    }
+    if (end > data_size) {
+        problems.push_back(fmt::format(
+            "tensor '{}': data [{}, {}) runs past the end of the data section ({} bytes): "
+            "file truncated?", name, begin, end, data_size));
+        return false;
+    }
+    out.nbytes = expected;
+    return true;
+}
+
+}  // namespace
+
+std::string join_dims(const std::vector<int64_t>& dims, const char* sep) {
+    std::string s;
+    for (size_t i = 0; i < dims.size(); ++i) {
+        if (i) s += sep;
+        s += std::to_string(dims[i]);
+    }
+    return s;
+}
+
+int64_t tensor_view::numel() const { return checked_numel(shape); }
+
+result<std::unique_ptr<safetensors_file>> safetensors_file::open(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return make_error(errno == ENOENT ? error_code::not_found : error_code::io_error,
+                          fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        ::close(fd);
+        return make_error(error_code::io_error, fmt::format("{}: fstat failed", path));
+    }
+    std::unique_ptr<safetensors_file> f(new safetensors_file());
+    f->path_ = path;
+    f->size_ = static_cast<int64_t>(st.st_size);
+    if (f->size_ < 8) {
+        ::close(fd);
+        return make_error(error_code::data_loss,
+                          fmt::format("{}: {} bytes is too short for a safetensors file", path, f->size_));
+    }
+    void* p = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED)
+        return make_error(error_code::io_error, fmt::format("{}: mmap failed: {}", path, std::strerror(errno)));
+    f->base_ = static_cast<const uint8_t*>(p);
+    TANDEM_RETURN_IF_ERROR(f->parse_header().with_context(path));
+    return f;
+}
+
+safetensors_file::~safetensors_file() {
+    if (base_) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(size_));
+}
+
+status safetensors_file::parse_header() {
+    uint64_t header_len = 0;
+    for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(base_[i]) << (8 * i);
+    if (header_len > static_cast<uint64_t>(k_max_header_bytes) ||
+        static_cast<int64_t>(header_len) > size_ - 8)
+        return make_error(error_code::data_loss,
+                          fmt::format("header length {} does not fit in the {}-byte file "
+                                      "(truncated or not a safetensors file)", header_len, size_));
+    int64_t data_start = 8 + static_cast<int64_t>(header_len);
+    int64_t data_size = size_ - data_start;
+    simdjson::dom::parser parser;
+    simdjson::padded_string json(reinterpret_cast<const char*>(base_ + 8), header_len);
+    simdjson::dom::object root;
+    if (parser.parse(json).get_object().get(root))
+        return make_error(error_code::data_loss, "header is not a JSON object (corrupt file)");
+    std::vector<std::string> problems;
+    for (auto field : root) {
+        std::string key(field.key);
+        if (key == "__metadata__") {
+            simdjson::dom::object meta;
+            if (field.value.get_object().get(meta)) {
+                problems.push_back("'__metadata__' is not an object");
+                continue;
+            }
+            for (auto m : meta) {
+                std::string_view v;
+                if (!m.value.get_string().get(v)) metadata_[std::string(m.key)] = std::string(v);
+            }
+            continue;
+        }
+        tensor_view view;
+        int64_t begin = 0;
+        if (!parse_entry(key, field.value, data_size, view, begin, problems)) continue;
+        view.file = path_;
+        view.data = base_ + data_start + begin;
+        tensors_.emplace(key, std::move(view));
+    }
+    // Overlapping ranges mean a corrupt or hostile header.
+    std::vector<std::pair<const uint8_t*, const tensor_view*>> ranges;
+    for (const auto& [name, v] : tensors_)
+        if (v.nbytes > 0) ranges.emplace_back(v.data, &v);
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i) {
+        const tensor_view* prev = ranges[i - 1].second;
+        if (prev->data + prev->nbytes > ranges[i].first)
+            problems.push_back(fmt::format("tensors '{}' and '{}' overlap", prev->name,
+                                           ranges[i].second->name));
+    }
+    if (!problems.empty())
+        return make_error(error_code::data_loss,
+                          fmt::format("{} problem(s) in the header:{}", problems.size(),
+                                      join_problems(problems)));
+    return status::ok();
+}
+
+// ---- checkpoint directory ------------------------------------------------------------------
+
+namespace {
+
+result<std::vector<std::string>> shard_files_from_index(const std::string& index_path,
+                                                        std::map<std::string, std::string>& weight_map) {
+    simdjson::dom::parser parser;
+    simdjson::padded_string json;
+    if (simdjson::padded_string::load(index_path).get(json))
+        return make_error(error_code::io_error, fmt::format("{}: cannot read", index_path));
+    simdjson::dom::object wm;
+    if (parser.parse(json)["weight_map"].get_object().get(wm))
+        return make_error(error_code::data_loss,
+                          fmt::format("{}: no 'weight_map' object (corrupt index)", index_path));
+    std::vector<std::string> files;
+    for (auto f : wm) {
+        std::string_view file;
+        if (f.value.get_string().get(file))
+            return make_error(error_code::data_loss,
+                              fmt::format("{}: weight_map['{}'] is not a string", index_path, f.key));
+        weight_map[std::string(f.key)] = std::string(file);
+        if (std::find(files.begin(), files.end(), file) == files.end()) files.emplace_back(file);
+    }
+    return files;
+}
+
+}  // namespace
+
+result<checkpoint> checkpoint::open_dir(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+        return make_error(error_code::not_found, fmt::format("{}: not a directory", dir));
+    std::vector<std::string> files;
+    std::map<std::string, std::string> weight_map;
+    fs::path index = fs::path(dir) / "model.safetensors.index.json";
+    if (fs::exists(index, ec)) {
+        auto r = shard_files_from_index(index.string(), weight_map);
+        if (!r) return r.error();
+        files = std::move(r.value());
+    } else if (fs::exists(fs::path(dir) / "model.safetensors", ec)) {
+        files.push_back("model.safetensors");
+    } else {
+        for (const auto& entry : fs::directory_iterator(dir, ec))
+            if (entry.path().extension() == ".safetensors") files.push_back(entry.path().filename());
+        std::sort(files.begin(), files.end());
+    }
+    if (files.empty())
+        return make_error(error_code::not_found, fmt::format("{}: no .safetensors files", dir));
+    checkpoint ck;
+    std::vector<std::string> problems;
+    for (const auto& name : files) {
+        auto f = safetensors_file::open((fs::path(dir) / name).string());
+        if (!f) {
+            problems.push_back(f.error().message());
+            continue;
+        }
+        ck.files_.emplace_back(std::move(f.value()));
+        for (const auto& [tname, view] : ck.files_.back()->tensors()) {
+            if (!weight_map.empty()) {
+                auto it = weight_map.find(tname);
+                if (it == weight_map.end() || it->second != name) continue;  // index is authoritative
+            }
+            if (!ck.index_.emplace(tname, &view).second)
+                problems.push_back(fmt::format("tensor '{}' appears in more than one file", tname));
+        }
+    }
+    for (const auto& [tname, file] : weight_map)
+        if (!ck.index_.count(tname) && problems.empty())
+            problems.push_back(fmt::format("index lists '{}' in {} but the file does not hold it", tname, file));
+    if (!problems.empty())
+        return make_error(error_code::data_loss, fmt::format("checkpoint {}:{}", dir, join_problems(problems)));
+    return ck;
+}
+
+const tensor_view* checkpoint::find(const std::string& name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : it->second;
+}
+
+int64_t checkpoint::total_bytes() const {
+    int64_t n = 0;
+    for (const auto& [name, v] : index_) n += v->nbytes;
+    return n;
+}
+
+// ---- writer ---------------------------------------------------------------------------------
+
+namespace {
+
+std::string json_escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+}  // namespace
+
+status write_safetensors(const std::string& path, const std::vector<tensor_to_write>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+    std::string header = "{";
+    if (!metadata.empty()) {
+        header += "\"__metadata__\":{";
+        bool first = true;
+        for (const auto& [k, v] : metadata) {
+            header += fmt::format("{}\"{}\":\"{}\"", first ? "" : ",", json_escape(k), json_escape(v));
+            first = false;
+        }
+        header += "}";
+    }
+    int64_t offset = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const auto& t = tensors[i];
+        int64_t need = checked_numel(t.shape) * dtype_size(t.type);
+        if (need != static_cast<int64_t>(t.bytes.size()))
+            return make_error(error_code::internal,
+                              fmt::format("write_safetensors: '{}' has {} bytes, shape needs {}", t.name,
+                                          t.bytes.size(), need));
+        header += fmt::format("{}\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                              (i == 0 && metadata.empty()) ? "" : ",", json_escape(t.name),
+                              dtype_name(t.type), join_dims(t.shape, ","), offset, offset + need);
+        offset += need;
+    }
+    header += "}";
+    while (header.size() % 8 != 0) header += ' ';  // data starts 8-byte aligned
+    std::string tmp = path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return make_error(error_code::io_error, fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
+    bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
+    for (const auto& t : tensors)
+        ok = ok && (t.bytes.empty() || std::fwrite(t.bytes.data(), 1, t.bytes.size(), f) == t.bytes.size());
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) return make_error(error_code::io_error, fmt::format("{}: write failed", tmp));
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) return make_error(error_code::io_error, fmt::format("{}: rename failed: {}", path, ec.message()));
+    return status::ok();
+}
+
+}  // namespace tandem::model

@@ -1,0 +1,90 @@
+// model/safetensors.h — Read-only, memory-mapped access to safetensors checkpoints, and a writer.
+//
+// Owns: the file format (8-byte little-endian header length, JSON header, raw data), mmap
+// lifetime, and validation of everything a header claims (known dtype, non-negative shape, byte
+// size = elements × dtype size, data range inside the file, no overlapping ranges). A checkpoint
+// directory is either one `model.safetensors` or shards listed by
+// `model.safetensors.index.json`. All problems found in a file are reported in one error; a
+// truncated or corrupt file is an error value, never a crash.
+//
+// Callers get raw bytes plus dtype/shape (`tensor_view`); converting to compute types is the
+// weight loader's job (model/weights.h). Views stay valid while the checkpoint object lives.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/dtype.h"
+
+namespace tandem::model {
+
+// "4x8" / "4, 8": dims joined by `sep` (fmt::join trips a GCC 12 false warning in fmt 9).
+std::string join_dims(const std::vector<int64_t>& dims, const char* sep);
+
+struct tensor_view {
+    std::string name;
+    dtype type = dtype::f32;
+    std::vector<int64_t> shape;
+    const uint8_t* data = nullptr;  // inside the mapped file
+    int64_t nbytes = 0;
+    std::string file;  // which file holds it (for error messages)
+
+    int64_t numel() const;
+};
+
+// One mapped .safetensors file.
+class safetensors_file {
+public:
+    static result<std::unique_ptr<safetensors_file>> open(const std::string& path);
+    ~safetensors_file();
+    safetensors_file(const safetensors_file&) = delete;
+    safetensors_file& operator=(const safetensors_file&) = delete;
+
+    const std::string& path() const { return path_; }
+    const std::map<std::string, tensor_view>& tensors() const { return tensors_; }
+    const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+private:
+    safetensors_file() = default;
+    status parse_header();
+
+    std::string path_;
+    const uint8_t* base_ = nullptr;
+    int64_t size_ = 0;
+    std::map<std::string, tensor_view> tensors_;
+    std::map<std::string, std::string> metadata_;
+};
+
+// All tensors of a checkpoint directory, single-file or sharded.
+class checkpoint {
+public:
+    // `dir` holds model.safetensors.index.json (sharded) or model.safetensors, or any set of
+    // *.safetensors files when neither name exists.
+    static result<checkpoint> open_dir(const std::string& dir);
+
+    const tensor_view* find(const std::string& name) const;
+    const std::map<std::string, const tensor_view*>& tensors() const { return index_; }
+    int64_t total_bytes() const;
+
+private:
+    std::vector<std::shared_ptr<safetensors_file>> files_;
+    std::map<std::string, const tensor_view*> index_;
+};
+
+// Writer: tensors are written in the order given; data must match shape × dtype size.
+struct tensor_to_write {
+    std::string name;
+    dtype type = dtype::f32;
+    std::vector<int64_t> shape;
+    std::span<const uint8_t> bytes;
+};
+
+status write_safetensors(const std::string& path, const std::vector<tensor_to_write>& tensors,
+                         const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace tandem::model

@@ -1,0 +1,140 @@
+// The engine over the real CPU model (a generated tiny checkpoint) and the real page pool.
+#include <doctest/doctest.h>
+
+#include <deque>
+#include <filesystem>
+
+#include "engine/cpu_engine.h"
+#include "engine_test_util.h"
+#include "cache/plan_command.h"
+#include "model/make_model.h"
+
+using namespace tandem;
+using namespace tandem::engine;
+using namespace tandem::engine::test;
+
+namespace {
+
+struct tiny_checkpoint {
+    std::filesystem::path dir;
+    tiny_checkpoint() {
+        dir = std::filesystem::temp_directory_path() /
+              ("tandem_engine_tiny_" + std::to_string(reinterpret_cast<uintptr_t>(this)));
+        std::filesystem::remove_all(dir);
+        std::filesystem::create_directories(dir);
+        auto cfg = model::preset_config("tiny");
+        REQUIRE(cfg);
+        model::make_model_options opt;
+        opt.seed = 5;
+        status st = model::write_random_checkpoint(*cfg, dir.string(), opt);
+        REQUIRE_MESSAGE(st.is_ok(), st.message());
+    }
+    ~tiny_checkpoint() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
+};
+
+config engine_config(const std::string& model_dir, int64_t prefill_tokens) {
+    auto cfg = load_config({});
+    REQUIRE(cfg);
+    config c = *cfg;
+    c.model.path = model_dir;
+    c.backend.threads = 2;
+    c.cache.memory_bytes = int64_t{64} << 20;
+    c.scheduler.max_running_requests = 8;
+    c.scheduler.max_prefill_tokens = prefill_tokens;
+    return c;
+}
+
+std::vector<std::vector<int32_t>> generate(tandem::engine::engine& eng, const std::vector<std::vector<int32_t>>& prompts,
+                                           const sampling_params& p, bool together) {
+    std::deque<collector> cols(prompts.size());
+    std::vector<std::vector<int32_t>> out;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        REQUIRE(eng.submit({prompts[i], p, cols[i].sink(), ""}));
+        if (!together) REQUIRE(cols[i].wait_final(60000));
+    }
+    for (auto& c : cols) {
+        REQUIRE(c.wait_final(60000));
+        CHECK(c.finals == 1);
+        CHECK(c.last.reason != finish_reason::error);
+        out.push_back(c.tokens);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("cpu engine: batched and chunked greedy generation equals one-at-a-time") {
+    tiny_checkpoint ckpt;
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 5; ++i) prompts.push_back(make_prompt(uint64_t(i), 3 + i * 9, 200));
+    sampling_params p;
+    p.temperature = 0;
+    p.max_tokens = 6;
+    p.ignore_eos = true;
+
+    liveness_registry reg;
+    auto alone_eng = make_cpu_engine(engine_config(ckpt.dir.string(), 2048), &reg);
+    REQUIRE_MESSAGE(alone_eng, alone_eng.error().message());
+    tandem::engine::engine& e1 = **alone_eng;
+    CHECK(e1.vocab_size() > 200);
+    const auto alone = generate(e1, prompts, p, false);
+    for (const auto& t : alone) CHECK(t.size() == 6);
+    const engine_stats s1 = e1.stats();
+    CHECK(s1.pages_total > 0);
+    CHECK(s1.pages_free == s1.pages_total);  // every page back in the pool
+    CHECK_FALSE(reg.problem(60000));
+
+    for (int64_t chunk : {3, 16}) {
+        CAPTURE(chunk);
+        auto eng = make_cpu_engine(engine_config(ckpt.dir.string(), chunk));
+        REQUIRE(eng);
+        CHECK(generate(**eng, prompts, p, true) == alone);
+        CHECK((*eng)->stats().pages_free == (*eng)->stats().pages_total);
+    }
+}
+
+TEST_CASE("cpu engine: preemption in a 3-page pool gives the same greedy tokens") {
+    tiny_checkpoint ckpt;
+    config c = engine_config(ckpt.dir.string(), 64);
+    c.cache.page_size = 128;
+    c.scheduler.max_running_requests = 4;
+    // A budget of exactly 4 sequence slots + 3 pages.
+    auto mc = model::preset_config("tiny");
+    auto lo = cache::layout_options_from(c);
+    REQUIRE(lo);
+    auto layout = cache::layout_spec::create(*mc, *lo);
+    REQUIRE(layout);
+    int64_t budget = int64_t{16} << 20;
+    for (int i = 0; i < 3; ++i) {
+        auto split = cache::plan_pool_split(*layout, {budget, 4});
+        REQUIRE(split);
+        budget += (3 - split->num_pages) * layout->page_group_bytes();
+    }
+    c.cache.memory_bytes = budget;
+
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 4; ++i) prompts.push_back(make_prompt(uint64_t(40 + i), 118 + i, 200));
+    sampling_params p;
+    p.temperature = 0;
+    p.max_tokens = 14;  // every request crosses into its second page
+    p.ignore_eos = true;
+    auto eng = make_cpu_engine(c);
+    REQUIRE_MESSAGE(eng, eng.error().message());
+    REQUIRE((*eng)->stats().pages_total == 3);
+    const auto alone = generate(**eng, prompts, p, false);
+    CHECK((*eng)->stats().preemptions == 0);
+    const auto together = generate(**eng, prompts, p, true);
+    CHECK(together == alone);
+    CHECK((*eng)->stats().preemptions > 0);
+    CHECK((*eng)->stats().pages_free == 3);
+}
+
+TEST_CASE("cpu engine: a missing model directory is a clear error") {
+    config c = engine_config("/nonexistent/tandem-model", 64);
+    auto eng = make_cpu_engine(c);
+    REQUIRE_FALSE(eng);
+    CHECK(eng.error().message().find("/nonexistent/tandem-model") != std::string::npos);
+}

@@ -1,0 +1,115 @@
+// Chunked prefill, token-by-token decode, batching and thread count must not change a single bit
+// of a sequence's logits (issue 4 deliverables 4 and 5; design invariant 8).
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+
+#include "model_test_util.h"
+
+using namespace tandem::model;
+using namespace tandem::model::testing;
+
+namespace {
+
+std::vector<int32_t> random_prompt(uint64_t seed, int64_t n, int64_t vocab) {
+    std::mt19937_64 rng(seed);
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = static_cast<int32_t>(2 + rng() % static_cast<uint64_t>(vocab - 2));
+    return t;
+}
+
+// Runs `tokens` in chunks of `chunk` tokens, returning all positions' logits.
+std::vector<float> run_chunked(session& ss, const std::vector<int32_t>& tokens, size_t chunk) {
+    cache::slot_ref seq = ss.new_sequence();
+    std::vector<float> all;
+    for (size_t at = 0; at < tokens.size(); at += chunk) {
+        size_t n = std::min(chunk, tokens.size() - at);
+        auto rows = ss.run(seq, std::span<const int32_t>(&tokens[at], n), int64_t(at), true);
+        all.insert(all.end(), rows.begin(), rows.end());
+    }
+    ss.pool->free_sequence(seq);
+    return all;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct tiny_model {
+    temp_dir dir{"consistency"};
+    std::unique_ptr<session> ss;
+    explicit tiny_model(int threads, cache::kv_dtype kv = cache::kv_dtype::fp32,
+                        cache::index_k_dtype ik = cache::index_k_dtype::fp32) {
+        make_checkpoint("tiny", 3, dir.str());
+        ss = std::make_unique<session>(dir.str(), threads, kv, ik);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("model: chunked prefill and decode give bitwise the full-sequence logits") {
+    // fp32 storage (exact) and bf16 storage (rows rounded before anyone reads them).
+    for (auto kv : {cache::kv_dtype::fp32, cache::kv_dtype::bf16}) {
+        CAPTURE(cache::kv_dtype_name(kv));
+        tiny_model tm(2, kv, kv == cache::kv_dtype::fp32 ? cache::index_k_dtype::fp32 : cache::index_k_dtype::bf16);
+        const auto tokens = random_prompt(11, 140, tm.ss->m->config().vocab_size);
+        const std::vector<float> full = run_chunked(*tm.ss, tokens, tokens.size());
+        for (size_t chunk : {1, 3, 8, 17, 64}) {
+            CAPTURE(chunk);
+            CHECK(bitwise_equal(run_chunked(*tm.ss, tokens, chunk), full));
+        }
+    }
+}
+
+TEST_CASE("model: a sequence's logits do not depend on the batch or the thread count") {
+    tiny_model tm(2);
+    session& ss = *tm.ss;
+    const int64_t vocab = ss.m->config().vocab_size;
+    const auto a = random_prompt(21, 45, vocab), b = random_prompt(22, 30, vocab), c = random_prompt(23, 1, vocab);
+    const std::vector<float> alone_a = run_chunked(ss, a, a.size());
+    const std::vector<float> alone_b = run_chunked(ss, b, b.size());
+    const std::vector<float> alone_c = run_chunked(ss, c, c.size());
+    for (int order = 0; order < 2; ++order) {
+        CAPTURE(order);
+        auto sa = ss.new_sequence(), sb = ss.new_sequence(), sc = ss.new_sequence();
+        std::vector<forward_item> items = {{a, 0, sa, true}, {b, 0, sb, true}, {c, 0, sc, true}};
+        if (order == 1) std::swap(items[0], items[2]);
+        auto out = ss.forward(items);
+        REQUIRE(out.is_ok());
+        CHECK(bitwise_equal(out->logits[order == 1 ? 2 : 0], alone_a));
+        CHECK(bitwise_equal(out->logits[1], alone_b));
+        CHECK(bitwise_equal(out->logits[order == 1 ? 0 : 2], alone_c));
+        for (auto s : {sa, sb, sc}) ss.pool->free_sequence(s);
+    }
+    // A decode step batched with another sequence's prefill chunk.
+    auto s1 = ss.new_sequence(), s2 = ss.new_sequence();
+    ss.run(s1, std::span<const int32_t>(a.data(), a.size() - 1), 0, false);
+    auto out = ss.forward({{b, 0, s2, false}, {std::span<const int32_t>(&a.back(), 1), int64_t(a.size() - 1), s1, false}});
+    REQUIRE(out.is_ok());
+    CHECK(std::memcmp(out->logits[1].data(), &alone_a[(a.size() - 1) * vocab], vocab * sizeof(float)) == 0);
+
+    tiny_model one_thread(1);
+    CHECK(bitwise_equal(run_chunked(*one_thread.ss, a, a.size()), alone_a));
+}
+
+TEST_CASE("model: forward rejects bad batches with clear errors") {
+    tiny_model tm(1);
+    session& ss = *tm.ss;
+    auto seq = ss.new_sequence();
+    std::vector<int32_t> bad = {5, int32_t(ss.m->config().vocab_size)};
+    auto out = ss.forward({{bad, 0, seq, false}});
+    REQUIRE_FALSE(out.is_ok());
+    CHECK(out.error().message().find("outside") != std::string::npos);
+    // No pages for the positions: the caller skipped ensure_capacity.
+    std::vector<int32_t> ok = {5};
+    auto fresh = ss.new_sequence();
+    forward_item far{ok, 1000, fresh, false};
+    auto r = ss.m->forward(*ss.pool, std::span<const forward_item>(&far, 1));
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.error().message().find("ensure_capacity") != std::string::npos);
+    // A freed slot is stale.
+    ss.pool->free_sequence(seq);
+    forward_item stale{ok, 0, seq, false};
+    CHECK_FALSE(ss.m->forward(*ss.pool, std::span<const forward_item>(&stale, 1)).is_ok());
+}

@@ -1,0 +1,212 @@
+// safetensors reader/writer, dtype decoding, and the weight loader's validation (one error that
+// lists every problem; truncated/corrupt files fail cleanly).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <fstream>
+
+#include "model/dtype.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+#include "model_test_util.h"
+
+using namespace tandem::model;
+using namespace tandem::model::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename T>
+std::span<const uint8_t> bytes_of(const std::vector<T>& v) {
+    return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
+}
+
+void truncate_file(const fs::path& p, int64_t keep) { fs::resize_file(p, static_cast<uintmax_t>(keep)); }
+
+// Rewrites a checkpoint's model.safetensors with `edit` applied to the tensor list.
+void rewrite(const std::string& dir, const std::function<void(std::vector<tensor_to_write>&)>& edit) {
+    auto ck = checkpoint::open_dir(dir);
+    REQUIRE(ck.is_ok());
+    std::vector<std::vector<uint8_t>> keep;
+    std::vector<tensor_to_write> ts;
+    for (const auto& [name, v] : ck->tensors()) {
+        keep.emplace_back(v->data, v->data + v->nbytes);
+        ts.push_back({name, v->type, v->shape, {}});
+    }
+    for (size_t i = 0; i < ts.size(); ++i) ts[i].bytes = keep[i];
+    edit(ts);
+    std::string tmp = dir + "/rewritten.safetensors";
+    REQUIRE(write_safetensors(tmp, ts).is_ok());
+    fs::rename(tmp, dir + "/model.safetensors");
+}
+
+}  // namespace
+
+TEST_CASE("dtype: narrow formats decode exactly") {
+    CHECK(bf16_to_float(0x3f80) == 1.0f);
+    CHECK(float_to_bf16(1.0f) == 0x3f80);
+    CHECK(float_to_bf16(1.00390625f) == 0x3f80);  // halfway rounds to even
+    CHECK(f16_to_float(0x3c00) == 1.0f);
+    CHECK(f16_to_float(0x0001) == std::ldexp(1.0f, -24));
+    CHECK(e4m3_to_float(0x7e) == 448.0f);
+    CHECK(e4m3_to_float(0x38) == 1.0f);
+    CHECK(e4m3_to_float(0x01) == std::ldexp(1.0f, -9));
+    CHECK(std::isnan(e4m3_to_float(0x7f)));
+    for (int code = 0; code < 0x7f; ++code) CHECK(float_to_e4m3(e4m3_to_float(uint8_t(code))) == code);
+    CHECK(float_to_e4m3(1.0625f) == 0x38);   // halfway between 1 and 1.125: to even
+    CHECK(float_to_e4m3(1.1875f) == 0x3a);   // halfway between 1.125 and 1.25: to even
+    CHECK(float_to_e4m3(-500.0f) == 0xfe);   // saturates
+    CHECK(float_to_e4m3(0.0146484375f) == 0x08);  // rounds up into the normal range
+    CHECK(e8m0_to_float(127) == 1.0f);
+    CHECK(e8m0_to_float(130) == 8.0f);
+    CHECK(e2m1_to_float(0x7) == 6.0f);
+    CHECK(e2m1_to_float(0xb) == -1.5f);
+    CHECK(float_to_e2m1(2.4f) == 0x4);
+    CHECK(dtype_from_name("F8_E4M3") == dtype::f8_e4m3);
+    CHECK_FALSE(dtype_from_name("F4").has_value());
+}
+
+TEST_CASE("safetensors: write then read back, single file and sharded") {
+    temp_dir dir("st");
+    std::vector<float> a = {1.0f, -2.0f, 3.5f, 0.25f, 8.0f, -0.5f};
+    std::vector<int64_t> b = {7, -1, 42};
+    std::vector<uint16_t> c = {float_to_bf16(1.5f), float_to_bf16(-3.0f)};
+    REQUIRE(write_safetensors(dir.str() + "/model.safetensors",
+                              {{"a", dtype::f32, {2, 3}, bytes_of(a)}, {"b", dtype::i64, {3}, bytes_of(b)}})
+                .is_ok());
+    auto ck = checkpoint::open_dir(dir.str());
+    REQUIRE_MESSAGE(ck.is_ok(), ck.error().message());
+    const tensor_view* ta = ck->find("a");
+    REQUIRE(ta);
+    CHECK(ta->shape == std::vector<int64_t>{2, 3});
+    CHECK(std::memcmp(ta->data, a.data(), 24) == 0);
+    CHECK(reinterpret_cast<uintptr_t>(ta->data) % 8 == 0);
+    CHECK(ck->find("b")->type == dtype::i64);
+
+    temp_dir sharded("st_shard");
+    REQUIRE(write_safetensors(sharded.str() + "/model-00001-of-00002.safetensors", {{"a", dtype::f32, {6}, bytes_of(a)}}).is_ok());
+    REQUIRE(write_safetensors(sharded.str() + "/model-00002-of-00002.safetensors", {{"c", dtype::bf16, {2}, bytes_of(c)}}).is_ok());
+    std::ofstream(sharded.path / "model.safetensors.index.json")
+        << R"({"metadata": {"total_size": 28}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+              "c": "model-00002-of-00002.safetensors"}})";
+    auto sk = checkpoint::open_dir(sharded.str());
+    REQUIRE_MESSAGE(sk.is_ok(), sk.error().message());
+    CHECK(sk->tensors().size() == 2);
+    CHECK(sk->find("c")->type == dtype::bf16);
+
+    std::ofstream(sharded.path / "model.safetensors.index.json")
+        << R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "c": "missing.safetensors"}})";
+    auto bad = checkpoint::open_dir(sharded.str());
+    REQUIRE_FALSE(bad.is_ok());
+    CHECK(bad.error().message().find("missing.safetensors") != std::string::npos);
+}
+
+TEST_CASE("safetensors: truncated and corrupt files fail with a clear error") {
+    temp_dir dir("st_bad");
+    std::vector<float> a(64, 1.0f);
+    const fs::path p = dir.path / "model.safetensors";
+    REQUIRE(write_safetensors(p.string(), {{"a", dtype::f32, {64}, bytes_of(a)}}).is_ok());
+    const int64_t full = static_cast<int64_t>(fs::file_size(p));
+    truncate_file(p, full - 10);
+    auto r = safetensors_file::open(p.string());
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.error().code() == tandem::error_code::data_loss);
+    CHECK(r.error().message().find("truncated") != std::string::npos);
+    truncate_file(p, 5);
+    CHECK_FALSE(safetensors_file::open(p.string()).is_ok());
+    {
+        std::ofstream f(p, std::ios::binary);
+        uint64_t len = 1ull << 40;  // header length far beyond the file
+        f.write(reinterpret_cast<const char*>(&len), 8);
+        f << "{}";
+    }
+    CHECK_FALSE(safetensors_file::open(p.string()).is_ok());
+    {
+        std::ofstream f(p, std::ios::binary);
+        std::string h = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,8]},"b":{"dtype":"Q9","shape":[1],"data_offsets":[0,1]}} )";
+        uint64_t len = h.size();
+        f.write(reinterpret_cast<const char*>(&len), 8);
+        f << h << std::string(16, '\0');
+    }
+    auto two = safetensors_file::open(p.string());
+    REQUIRE_FALSE(two.is_ok());
+    CHECK(two.error().message().find("'a'") != std::string::npos);  // both problems in one error
+    CHECK(two.error().message().find("Q9") != std::string::npos);
+    {
+        std::ofstream f(p, std::ios::binary);
+        std::string h = "{not json";
+        uint64_t len = h.size();
+        f.write(reinterpret_cast<const char*>(&len), 8);
+        f << h;
+    }
+    CHECK_FALSE(safetensors_file::open(p.string()).is_ok());
+}
+
+TEST_CASE("weights: missing, unexpected, mis-shaped and wrongly typed tensors are listed in one error") {
+    temp_dir dir("weights_bad");
+    make_checkpoint("tiny", 5, dir.str());
+    std::vector<float> extra(3, 0.0f);
+    std::vector<int32_t> wrong_type(64, 0);
+    rewrite(dir.str(), [&](std::vector<tensor_to_write>& ts) {
+        std::erase_if(ts, [](const tensor_to_write& t) { return t.name == "layers.1.attn.indexer.wq_b.weight"; });
+        for (auto& t : ts) {
+            if (t.name == "layers.2.attn.wkv.weight") t.shape = {t.shape[1], t.shape[0]};
+            if (t.name == "norm.weight") t = {t.name, dtype::i32, {64}, bytes_of(wrong_type)};
+        }
+        ts.push_back({"layers.0.attn.bogus", dtype::f32, {3}, bytes_of(extra)});
+    });
+    auto r = model::load(dir.str());
+    REQUIRE_FALSE(r.is_ok());
+    const std::string& msg = r.error().message();
+    MESSAGE(msg);
+    CHECK(msg.find("missing tensor 'layers.1.attn.indexer.wq_b.weight'") != std::string::npos);
+    CHECK(msg.find("'layers.2.attn.wkv.weight': shape") != std::string::npos);
+    CHECK(msg.find("'norm.weight': dtype I32") != std::string::npos);
+    CHECK(msg.find("unexpected tensor 'layers.0.attn.bogus'") != std::string::npos);
+    CHECK(msg.find("4 problem(s)") != std::string::npos);
+}
+
+TEST_CASE("weights: a truncated checkpoint fails to load with a clear error") {
+    temp_dir dir("weights_trunc");
+    make_checkpoint("tiny", 5, dir.str());
+    const fs::path p = dir.path / "model.safetensors";
+    truncate_file(p, static_cast<int64_t>(fs::file_size(p)) / 2);
+    auto r = model::load(dir.str());
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.error().message().find("truncated") != std::string::npos);
+}
+
+TEST_CASE("weights: transformers naming (fused experts, no MTP) loads the same model") {
+    temp_dir up("naming_up"), hf("naming_hf");
+    make_checkpoint("tiny", 6, up.str());
+    make_checkpoint("tiny", 6, hf.str(), tensor_naming::transformers);
+    session a(up.str(), 1), b(hf.str(), 1);
+    std::vector<int32_t> tokens = {3, 17, 99, 1000, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+    CHECK(a.run(a.new_sequence(), tokens, 0, true) == b.run(b.new_sequence(), tokens, 0, true));
+}
+
+TEST_CASE("weights: flash-shape checkpoint (FP8 block weights, FP4 experts, E8M0 scales) loads") {
+    auto cfg = preset_config("flash-shape");
+    REQUIRE(cfg.is_ok());
+    temp_dir dir("flash");
+    make_checkpoint("flash-shape", 1, dir.str());
+    auto ck = checkpoint::open_dir(dir.str());
+    REQUIRE(ck.is_ok());
+    CHECK(ck->find("layers.0.attn.wq_a.weight")->type == dtype::f8_e4m3);
+    CHECK(ck->find("layers.0.attn.wq_a.scale")->type == dtype::f8_e8m0);
+    CHECK(ck->find("layers.0.ffn.experts.0.w1.weight")->type == dtype::i8);
+    CHECK(ck->find("mtp.0.e_proj.weight") != nullptr);
+    auto w = load_weights(*cfg, *ck);
+    REQUIRE_MESSAGE(w.is_ok(), w.error().message());
+    CHECK(w->layers.size() == cfg->layers.size());  // MTP block loaded too
+    // Dequantized values are the FP8/FP4 grid times power-of-two scales: finite, non-trivial.
+    const tensor& e = w->layers[2].moe.experts[3].w2;
+    CHECK(e.shape == std::vector<int64_t>{cfg->hidden_size, cfg->moe_intermediate_size});
+    double sum_sq = 0;
+    for (float v : e.data) sum_sq += double(v) * v;
+    const double rms = std::sqrt(sum_sq / e.data.size());
+    CHECK(rms > 0.5 / std::sqrt(double(cfg->moe_intermediate_size)));
+    CHECK(rms < 2.0 / std::sqrt(double(cfg->moe_intermediate_size)));
+}
