@@ -1,0 +1,289 @@
+// topo/pd_transfer.cpp — Sending a prefilled request's state, and receiving it verified.
+#include "topo/pd_transfer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include "core/check.h"
+#include "transport/wire.h"
+
+namespace tandem::topo {
+
+uint64_t transfer_checksum(std::span<const uint64_t> span_checksums) {
+    std::vector<std::byte> bytes;
+    bytes.reserve(span_checksums.size() * 8);
+    transport::wire_writer w(bytes);
+    for (uint64_t c : span_checksums) w.u64(c);
+    return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+namespace {
+
+int64_t pages_needed(const cache::layout_spec& l, int64_t tokens) {
+    return (tokens + l.page_size() - 1) / l.page_size();
+}
+
+uint64_t span_key(cache::span_kind kind, int32_t index, int32_t target) {
+    return (static_cast<uint64_t>(kind == cache::span_kind::state) << 63) |
+           (static_cast<uint64_t>(static_cast<uint32_t>(index) & 0x7fffffffu) << 32) |
+           static_cast<uint32_t>(target);
+}
+
+pd_message make_write(const cache::transfer_span& s, const cache::layout_spec& l,
+                      uint64_t request_id, const std::byte* src, uint64_t checksum) {
+    auto data = std::vector<std::byte>(src, src + s.bytes);
+    if (s.kind == cache::span_kind::history) {
+        page_write_msg w;
+        w.request_id = request_id;
+        w.page = s.dst_page;
+        w.layer = s.layer;
+        w.kind = l.buffers()[s.index].kind;
+        w.checksum = checksum;
+        w.data = std::move(data);
+        return w;
+    }
+    state_write_msg w;
+    w.request_id = request_id;
+    w.slot = s.dst_slot;
+    w.layer = s.layer;
+    w.kind = l.states()[s.index].kind;
+    w.checksum = checksum;
+    w.data = std::move(data);
+    return w;
+}
+
+}  // namespace
+
+result<sent_transfer> send_transfer(const cache::page_pool& src, std::span<const int64_t> src_pages,
+                                    int64_t src_slot, const prefill_job_msg& job,
+                                    const std::function<status(pd_message&&)>& emit) {
+    const cache::layout_spec& l = src.layout();
+    const int64_t tokens = static_cast<int64_t>(job.token_ids.size());
+    const int64_t n = pages_needed(l, tokens);
+    if (static_cast<int64_t>(src_pages.size()) < n || static_cast<int64_t>(job.pages.size()) < n ||
+        src_slot < 0) {
+        return make_error(error_code::invalid_argument,
+                          fmt::format("request {}: {} tokens need {} pages (prefill has {}, job "
+                                      "names {}) and a prefill slot", job.request_id, tokens, n,
+                                      src_pages.size(), job.pages.size()));
+    }
+    std::vector<cache::page_move> moves(static_cast<size_t>(n));
+    int32_t max_page = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        moves[i] = {src_pages[i], job.pages[i]};
+        max_page = std::max(max_page, job.pages[i].page);
+    }
+    // The decode pool's offsets are not ours to know; a geometry just big enough for the named
+    // pages keeps plan_transfer's bookkeeping valid (destination offsets are unused here).
+    cache::pool_geometry dst(l, max_page + 1, job.slot.slot + 1);
+    cache::transfer_plan plan = cache::plan_transfer(src.geometry(), dst, moves, tokens, src_slot,
+                                                     job.slot);
+    std::vector<uint64_t> sums;
+    sums.reserve(plan.spans.size());
+    for (const cache::transfer_span& s : plan.spans) {
+        const std::byte* bytes = src.arena() + s.src_offset;
+        sums.push_back(XXH3_64bits(bytes, static_cast<size_t>(s.bytes)));
+        TANDEM_RETURN_IF_ERROR(emit(make_write(s, l, job.request_id, bytes, sums.back())));
+    }
+    return sent_transfer{static_cast<uint32_t>(sums.size()), transfer_checksum(sums)};
+}
+
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+status verify(uint64_t checksum, const std::vector<std::byte>& data, const char* what,
+              uint64_t request_id, int32_t layer, const char* kind) {
+    if (XXH3_64bits(data.data(), data.size()) == checksum) return status::ok();
+    return make_error(error_code::data_loss,
+                      fmt::format("{} of request {} layer {} {}: checksum mismatch ({} bytes); "
+                                  "not applied", what, request_id, layer, kind, data.size()));
+}
+
+}  // namespace
+
+// Stale targets are reported as out_of_range so callers can count them apart from corruption.
+status apply_page_write(cache::page_pool& pool, const page_write_msg& w) {
+    const cache::layout_spec& l = pool.layout();
+    const int32_t bi = l.buffer_index(w.layer, w.kind);
+    const char* kind = cache::buffer_kind_name(w.kind);
+    if (bi < 0 || static_cast<int64_t>(w.data.size()) > l.buffers()[bi].bytes_per_page) {
+        return make_error(error_code::data_loss,
+                          fmt::format("PAGE_WRITE of request {}: layer {} has no {} buffer of "
+                                      ">= {} bytes", w.request_id, w.layer, kind, w.data.size()));
+    }
+    TANDEM_RETURN_IF_ERROR(verify(w.checksum, w.data, "PAGE_WRITE", w.request_id, w.layer, kind));
+    std::byte* dst = pool.page_bytes_for_write(w.page, bi);
+    if (dst == nullptr) {
+        return make_error(error_code::out_of_range,
+                          fmt::format("PAGE_WRITE of request {} to page {} epoch {} rejected: "
+                                      "the page is not current (stale epoch, freed, sealed or "
+                                      "quarantined)", w.request_id, w.page.page, w.page.epoch));
+    }
+    std::memcpy(dst, w.data.data(), w.data.size());
+    return status::ok();
+}
+
+status apply_state_write(cache::page_pool& pool, const state_write_msg& w) {
+    const cache::layout_spec& l = pool.layout();
+    const int32_t si = l.state_index(w.layer, w.kind);
+    const char* kind = cache::state_kind_name(w.kind);
+    if (si < 0 || static_cast<int64_t>(w.data.size()) != l.states()[si].bytes) {
+        return make_error(error_code::data_loss,
+                          fmt::format("STATE_WRITE of request {}: layer {} has no {} state of {} "
+                                      "bytes", w.request_id, w.layer, kind, w.data.size()));
+    }
+    TANDEM_RETURN_IF_ERROR(verify(w.checksum, w.data, "STATE_WRITE", w.request_id, w.layer, kind));
+    std::byte* slot = pool.slot_bytes_for_write(w.slot);
+    if (slot == nullptr) {
+        return make_error(error_code::out_of_range,
+                          fmt::format("STATE_WRITE of request {} to slot {} epoch {} rejected: "
+                                      "the slot is not current", w.request_id, w.slot.slot,
+                                      w.slot.epoch));
+    }
+    const cache::pool_geometry& g = pool.geometry();
+    std::memcpy(slot + (g.state_offset(si, w.slot.slot) - g.slot_offset(w.slot.slot)),
+                w.data.data(), w.data.size());
+    return status::ok();
+}
+
+// ------------------------------------------------------------------------------------------------
+
+transfer_tracker::transfer_tracker(const cache::page_pool& pool, uint64_t request_id,
+                                   std::span<const cache::page_ref> pages, cache::slot_ref slot,
+                                   int64_t tokens, int64_t deadline_ms)
+    : request_id_(request_id), deadline_ms_(deadline_ms) {
+    const cache::layout_spec& l = pool.layout();
+    const int64_t n = pages_needed(l, tokens);
+    TANDEM_CHECK(static_cast<int64_t>(pages.size()) >= n && slot.valid());
+    std::vector<cache::page_move> moves;
+    for (int64_t i = 0; i < n; ++i) moves.push_back({pages[i].page, pages[i]});
+    plan_ = cache::plan_transfer(pool.geometry(), pool.geometry(), moves, tokens, slot.slot, slot);
+    const size_t spans = plan_.spans.size();
+    checksums_.assign(spans, 0);
+    received_.assign(spans, 0);
+    layer_of_span_.assign(spans, 0);
+    layer_expected_.assign(plan_.layer_end.size(), 0);
+    layer_received_.assign(plan_.layer_end.size(), 0);
+    size_t layer = 0;
+    for (size_t i = 0; i < spans; ++i) {
+        while (static_cast<int32_t>(i) >= plan_.layer_end[layer]) ++layer;
+        const cache::transfer_span& s = plan_.spans[i];
+        layer_of_span_[i] = static_cast<int32_t>(layer);
+        ++layer_expected_[layer];
+        const int32_t target = s.kind == cache::span_kind::history ? s.dst_page.page : s.dst_slot.slot;
+        span_of_[span_key(s.kind, s.index, target)] = static_cast<int32_t>(i);
+    }
+}
+
+int64_t transfer_tracker::layers_ready() const {
+    int64_t n = 0;
+    for (size_t l = 0; l < layer_expected_.size(); ++l) n += layer_ready(l) ? 1 : 0;
+    return n;
+}
+
+status transfer_tracker::fail(status st) {
+    if (failure_.is_ok()) failure_ = st;
+    return st;
+}
+
+// Is this write one the plan expects, not yet received, naming the table's epoch and size?
+status transfer_tracker::accept(cache::span_kind kind, int32_t index, int32_t target,
+                                uint64_t request_id, int64_t bytes, int32_t* span_out) {
+    auto it = index < 0 ? span_of_.end() : span_of_.find(span_key(kind, index, target));
+    if (request_id != request_id_ || it == span_of_.end() || received_[it->second] ||
+        plan_.spans[it->second].bytes != bytes) {
+        ++stats_.unexpected;
+        return fail(make_error(error_code::data_loss,
+                               fmt::format("request {}: unexpected or duplicate write to {} {} "
+                                           "({} bytes)", request_id_,
+                                           kind == cache::span_kind::history ? "page" : "slot",
+                                           target, bytes)));
+    }
+    *span_out = it->second;
+    return status::ok();
+}
+
+status transfer_tracker::record(int32_t span, uint64_t checksum, status applied) {
+    if (!applied.is_ok()) {
+        if (applied.code() == error_code::out_of_range) ++stats_.stale_rejected;
+        else ++stats_.checksum_failures;
+        return fail(applied);
+    }
+    ++stats_.writes_applied;
+    received_[span] = 1;
+    checksums_[span] = checksum;
+    ++received_total_;
+    ++layer_received_[layer_of_span_[span]];
+    return status::ok();
+}
+
+status transfer_tracker::apply(cache::page_pool& pool, const page_write_msg& w) {
+    if (failed()) return failure_;
+    const int32_t bi = pool.layout().buffer_index(w.layer, w.kind);
+    int32_t span = -1;
+    TANDEM_RETURN_IF_ERROR(accept(cache::span_kind::history, bi, w.page.page, w.request_id,
+                                  static_cast<int64_t>(w.data.size()), &span));
+    if (plan_.spans[span].dst_page.epoch != w.page.epoch) {
+        ++stats_.stale_rejected;
+        return fail(make_error(error_code::out_of_range,
+                               fmt::format("request {}: write to page {} names epoch {}, the "
+                                           "table holds epoch {}", request_id_, w.page.page,
+                                           w.page.epoch, plan_.spans[span].dst_page.epoch)));
+    }
+    return record(span, w.checksum, apply_page_write(pool, w));
+}
+
+status transfer_tracker::apply(cache::page_pool& pool, const state_write_msg& w) {
+    if (failed()) return failure_;
+    const int32_t si = pool.layout().state_index(w.layer, w.kind);
+    int32_t span = -1;
+    TANDEM_RETURN_IF_ERROR(accept(cache::span_kind::state, si, w.slot.slot, w.request_id,
+                                  static_cast<int64_t>(w.data.size()), &span));
+    return record(span, w.checksum, apply_state_write(pool, w));
+}
+
+status transfer_tracker::finish(const prefill_done_msg& done) {
+    if (failed()) return failure_;
+    if (done.request_id != request_id_ || done.writes_sent != plan_.spans.size() ||
+        received_total_ != expected_writes()) {
+        return fail(make_error(error_code::data_loss,
+                               fmt::format("request {}: prefill sent {} writes, {} expected, {} "
+                                           "arrived verified", request_id_, done.writes_sent,
+                                           plan_.spans.size(), received_total_)));
+    }
+    if (transfer_checksum(checksums_) != done.transfer_checksum) {
+        return fail(make_error(error_code::data_loss,
+                               fmt::format("request {}: whole-transfer checksum mismatch",
+                                           request_id_)));
+    }
+    done_ = true;
+    return status::ok();
+}
+
+// ------------------------------------------------------------------------------------------------
+
+void abort_book::begin(cache::page_pool& pool, uint64_t request_id, cache::slot_ref slot,
+                       int64_t lease_deadline_ns) {
+    pool.abort_sequence(slot, request_id, lease_deadline_ns);
+    pending_[request_id] = lease_deadline_ns;
+}
+
+bool abort_book::on_ack(cache::page_pool& pool, uint64_t request_id) {
+    if (pending_.erase(request_id) == 0) {
+        ++unknown_acks_;
+        return false;
+    }
+    pool.release_quarantine(request_id);
+    return true;
+}
+
+int64_t abort_book::expire(cache::page_pool& pool, int64_t now_ns) {
+    std::erase_if(pending_, [&](const auto& kv) { return kv.second <= now_ns; });
+    return pool.expire_leases(now_ns);
+}
+
+}  // namespace tandem::topo

@@ -1,0 +1,127 @@
+// topo/pd_transfer.h — Moving one request's prefilled state into the decode pool, safely.
+//
+// Owns: turning a prefilled sequence into PAGE_WRITE / STATE_WRITE messages (prefill side), and
+// on the decode side: applying a write only when its checksum verifies and its (page, epoch) is
+// current (invariants 2, 3), the per-request tracker that opens one gate per layer once every
+// span of that layer landed verified (invariant 7) and knows when PREFILL_DONE's count and
+// whole-transfer checksum match, and the quarantine bookkeeping of aborted requests.
+//
+// Both sides derive the list of spans from cache::plan_transfer over the SAME layout, the job's
+// destination pages (the first ceil(tokens / page_size)), the prompt length and the slot, so the
+// decode side knows exactly which writes to expect and rejects anything else.
+//
+// Threading: a tracker and the pool belong to the decode scheduler thread; the transport thread
+// only decodes frames and posts the messages there.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "cache/page_pool.h"
+#include "cache/transfer.h"
+#include "topo/pd_protocol.h"
+
+namespace tandem::topo {
+
+// XXH3-64 over the per-span checksums (u64 little-endian) in plan order: what PREFILL_DONE
+// carries so the receiver can tell "every write verified" from "the right writes verified".
+uint64_t transfer_checksum(std::span<const uint64_t> span_checksums);
+
+// ---- Prefill side --------------------------------------------------------------------------
+
+struct sent_transfer {
+    uint32_t writes = 0;
+    uint64_t checksum = 0;
+};
+// Emits every write of the request in plan order (layer by layer). `src_pages` are the prefill
+// pool's pages holding the prompt, in order; `src_slot` its sequence slot. Stops at the first
+// error `emit` returns (an abort arrived, the peer is gone) and returns it.
+result<sent_transfer> send_transfer(const cache::page_pool& src, std::span<const int64_t> src_pages,
+                                    int64_t src_slot, const prefill_job_msg& job,
+                                    const std::function<status(pd_message&&)>& emit);
+
+// ---- Decode side: single writes --------------------------------------------------------------
+
+// Verifies the checksum, then writes into the page only if (page, epoch) is current; a stale
+// target is rejected (counted by the pool) and nothing is copied. data_loss on a bad checksum.
+status apply_page_write(cache::page_pool& pool, const page_write_msg& w);
+status apply_state_write(cache::page_pool& pool, const state_write_msg& w);
+
+struct receive_stats {
+    int64_t writes_applied = 0;
+    int64_t stale_rejected = 0;
+    int64_t checksum_failures = 0;
+    int64_t unexpected = 0;  // a write the plan does not contain, or a duplicate
+};
+
+// ---- Decode side: one request ------------------------------------------------------------------
+
+class transfer_tracker {
+public:
+    // What the decode side itself expects: its page table, slot and prompt length.
+    transfer_tracker(const cache::page_pool& pool, uint64_t request_id,
+                     std::span<const cache::page_ref> pages, cache::slot_ref slot, int64_t tokens,
+                     int64_t deadline_ms);
+
+    status apply(cache::page_pool& pool, const page_write_msg& w);
+    status apply(cache::page_pool& pool, const state_write_msg& w);
+    // PREFILL_DONE: ok once every expected write arrived verified and the count and whole
+    // checksum agree. Transports deliver in order, so a missing write here means it was dropped
+    // (corrupt) and the request fails now rather than at its deadline.
+    status finish(const prefill_done_msg& done);
+
+    uint64_t request_id() const { return request_id_; }
+    // Gate of layer position l (index into layout_spec::layers()).
+    bool layer_ready(size_t l) const { return layer_received_[l] == layer_expected_[l]; }
+    int64_t layers_ready() const;
+    bool complete() const { return done_ && failure_.is_ok(); }
+    bool failed() const { return !failure_.is_ok(); }
+    const status& failure() const { return failure_; }
+    bool expired(int64_t now_ms) const { return !complete() && now_ms >= deadline_ms_; }
+    const receive_stats& stats() const { return stats_; }
+    int64_t expected_writes() const { return static_cast<int64_t>(plan_.spans.size()); }
+
+private:
+    status accept(cache::span_kind kind, int32_t index, int32_t target, uint64_t request_id,
+                  int64_t bytes, int32_t* span_out);
+    status record(int32_t span, uint64_t checksum, status applied);
+    status fail(status st);
+
+    uint64_t request_id_;
+    int64_t deadline_ms_;
+    cache::transfer_plan plan_;
+    std::unordered_map<uint64_t, int32_t> span_of_;  // (kind, index, page/slot) → span
+    std::vector<uint64_t> checksums_;                // per span, once verified
+    std::vector<uint8_t> received_;
+    std::vector<int32_t> layer_of_span_;             // layer position of each span
+    std::vector<int32_t> layer_expected_, layer_received_;
+    int64_t received_total_ = 0;
+    bool done_ = false;
+    status failure_;
+    receive_stats stats_;
+};
+
+// ---- Decode side: aborts ------------------------------------------------------------------------
+
+// Pages (and the slot) of an aborted request stay quarantined until the prefill side acks that
+// no write can follow, or the lease expires (invariant 2). The writer id is the request id.
+class abort_book {
+public:
+    void begin(cache::page_pool& pool, uint64_t request_id, cache::slot_ref slot,
+               int64_t lease_deadline_ns);
+    // ABORT_ACK: frees the quarantine; false for a request this book does not hold (counted).
+    bool on_ack(cache::page_pool& pool, uint64_t request_id);
+    int64_t expire(cache::page_pool& pool, int64_t now_ns);  // pages+slots freed
+    bool pending(uint64_t request_id) const { return pending_.count(request_id) != 0; }
+    int64_t unknown_acks() const { return unknown_acks_; }
+
+private:
+    std::unordered_map<uint64_t, int64_t> pending_;  // request → lease deadline
+    int64_t unknown_acks_ = 0;
+};
+
+}  // namespace tandem::topo

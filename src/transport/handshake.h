@@ -1,0 +1,37 @@
+// transport/handshake.h — The per-link handshake state machine shared by every transport
+// (internal to transport/). Pure: it is fed frames and the clock, and says what to do.
+#pragma once
+
+#include <optional>
+
+#include "transport/transport.h"
+
+namespace tandem::transport {
+
+class handshake_state {
+public:
+    handshake_state(const handshake_options& opt, int64_t now_ms)
+        : opt_(&opt), deadline_ms_(now_ms + opt.timeout_ms) {}
+
+    struct step {
+        bool deliver = false;         // a protocol frame for on_frame
+        bool dropped = false;         // a protocol frame before the handshake finished
+        bool became_ready = false;    // call on_peer_ready
+        std::optional<frame> reply;   // send this back (HELLO_ACK, REFUSE, PONG)
+        status failure;               // close the link with this reason
+    };
+    step on_frame(const frame& f);
+    bool ready() const { return got_hello_ && got_ack_; }
+    bool expired(int64_t now_ms) const { return !ready() && now_ms >= deadline_ms_; }
+    status deadline_error(const std::string& peer_name) const;
+
+    static frame hello_frame(const handshake_options& opt);
+
+private:
+    const handshake_options* opt_;
+    int64_t deadline_ms_;
+    bool got_hello_ = false;
+    bool got_ack_ = false;
+};
+
+}  // namespace tandem::transport

@@ -1,0 +1,59 @@
+// pd_endpoint over inproc: typed dispatch per role; malformed payloads and kinds a role never
+// receives are counted and dropped, never handed to a handler.
+#include <doctest/doctest.h>
+
+#include <atomic>
+
+#include "topo/pd_endpoint.h"
+#include "transport_test_util.h"
+
+using namespace tandem;
+using namespace tandem::topo;
+using namespace tandem::transport;
+using namespace tandem::transport::testing;
+
+TEST_CASE("pd_endpoint: roles get their messages; the rest is counted and dropped") {
+    auto layout = tiny_layout();
+    pd_endpoint decode(pd_role::decode, layout), prefill(pd_role::prefill, layout);
+    std::atomic<int> jobs{0}, dones{0}, aborts{0}, ready{0};
+    event_log sync;  // only for waiting
+    pd_handlers dh;
+    dh.on_peer_ready = [&](peer_id, const std::string&) { ++ready; sync.add([] {}); };
+    dh.on_done = [&](peer_id, prefill_done_msg&& d) { CHECK(d.first_token == 9); ++dones; sync.add([] {}); };
+    pd_handlers ph;
+    ph.on_peer_ready = dh.on_peer_ready;
+    ph.on_job = [&](peer_id, prefill_job_msg&& j) { CHECK(j.token_ids.size() == 3); ++jobs; sync.add([] {}); };
+    ph.on_abort = [&](peer_id, abort_msg&&) { ++aborts; sync.add([] {}); };
+    auto pair = make_inproc_pair(decode.handshake(1000), prefill.handshake(1000));
+    REQUIRE(pair.a->start(decode.events(dh)).is_ok());
+    REQUIRE(pair.b->start(prefill.events(ph)).is_ok());
+    REQUIRE(sync.wait([&] { return ready == 2; }));
+
+    prefill_job_msg job;
+    job.request_id = 1;
+    job.token_ids = {1, 2, 3};
+    job.slot = {0, 1};
+    job.deadline_ms = 100;
+    REQUIRE(decode.send(*pair.a, 1, job).is_ok());
+    REQUIRE(decode.send(*pair.a, 1, abort_msg{1, abort_cause::client}).is_ok());
+    prefill_done_msg done;
+    done.first_token = 9;
+    REQUIRE(prefill.send(*pair.b, 1, done).is_ok());
+    // Wrong direction: a decode side never runs jobs; a prefill side gets no results.
+    REQUIRE(prefill.send(*pair.b, 1, job).is_ok());
+    REQUIRE(decode.send(*pair.a, 1, done).is_ok());
+    // A frame of a known kind whose payload does not decode, and an unknown kind.
+    REQUIRE(pair.a->send(1, frame{static_cast<uint16_t>(pd_kind::prefill_job), {std::byte{1}}}).is_ok());
+    REQUIRE(pair.a->send(1, frame{77, {}}).is_ok());
+    REQUIRE(sync.wait([&] { return prefill.counters().malformed + prefill.counters().unexpected == 3; }));
+    REQUIRE(sync.wait([&] { return decode.counters().unexpected == 1; }));
+    CHECK(jobs == 1);
+    CHECK(aborts == 1);
+    CHECK(dones == 1);
+    CHECK(prefill.counters().messages == 2);
+    CHECK(prefill.counters().malformed == 2);   // the bad payload and the unknown kind
+    CHECK(prefill.counters().unexpected == 1);  // the PREFILL_DONE
+    CHECK(decode.counters().messages == 1);
+    pair.a->stop();
+    pair.b->stop();
+}
