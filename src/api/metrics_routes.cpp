@@ -36,7 +36,8 @@ void handle_metrics(app_state& app, const http::request&, const http::responder&
                s.bad_requests.load());
     }
     if (engine::engine* e = app.engine()) {
-        engine::engine_stats s = e->stats();
+        engine::engine_metrics m = e->metrics();
+        const engine::engine_stats& s = m.stats;
         metric(text, "tandem_queue_depth", "gauge", "Requests waiting for admission", s.queued);
         metric(text, "tandem_running_requests", "gauge", "Requests prefilling or decoding", s.running);
         metric(text, "tandem_pages_total", "gauge", "KV pool pages", s.pages_total);
@@ -57,6 +58,15 @@ void handle_metrics(app_state& app, const http::request&, const http::responder&
         metric(text, "tandem_generated_tokens_total", "counter", "Tokens generated",
                s.generated_tokens);
         metric(text, "tandem_steps_total", "counter", "Scheduler steps", s.steps);
+        text += m.time_to_first_token.render_prometheus(
+            "tandem_time_to_first_token_seconds", "Time from admission to the first token");
+        text += m.inter_token_latency.render_prometheus(
+            "tandem_inter_token_latency_seconds", "Time between consecutive tokens of a request");
+        text += m.end_to_end_latency.render_prometheus(
+            "tandem_e2e_request_latency_seconds", "Time from admission to the final token");
+        text += m.step_time.render_prometheus("tandem_step_seconds",
+                                              "Duration of one lockstep scheduler step");
+        text += m.batch_size.render_prometheus("tandem_batch_size", "Sequences per step");
     }
     out.send({200, {}, std::move(text), "text/plain; version=0.0.4"});
 }
