@@ -103,9 +103,10 @@ status read_stop_token_ids(const object& body, std::vector<int32_t>* out) {
     return status::ok();
 }
 
-// Chat: logprobs is a boolean and top_logprobs a count. Completions: logprobs is the count.
+// Chat: logprobs is a boolean and top_logprobs a count. Completions and /generate: logprobs is
+// the count.
 status read_logprobs(const object& body, api_kind kind, engine::sampling_params* p) {
-    if (kind == api_kind::completion) {
+    if (kind == api_kind::completion || kind == api_kind::native) {
         int64_t k = -1;
         TANDEM_RETURN_IF_ERROR(read_integer(body, "logprobs", 0, 20, &k));
         p->logprobs = static_cast<int32_t>(k);

@@ -241,3 +241,29 @@ def test_health_generate_and_metrics(start_tandem):
     m = metrics(t)
     assert m["tandem_generated_tokens_total"] >= 1
     assert m["tandem_up"] == 1
+
+
+def test_a_stalled_scheduler_turns_health_503_then_recovers(start_tandem):
+    t = start_tandem("--set", "server.debug_endpoints=true", "--set", "scheduler.stall_timeout_ms=300")
+    assert requests.get(t.url + "/health").status_code == 200
+    assert requests.post(t.url + "/debug/stall", json={"ms": 3000}).status_code == 200
+    pending = threading.Thread(target=lambda: generate(t, [0, 1, 2], max_tokens=2))
+    pending.start()  # work waiting for the stalled loop
+    deadline = time.time() + 2.5
+    status = 200
+    while time.time() < deadline and status == 200:
+        status = requests.get(t.url + "/health").status_code
+        time.sleep(0.05)
+    assert status == 503
+    assert "scheduler" in requests.get(t.url + "/health").json()["error"]["message"]
+    assert requests.get(t.url + "/health_generate", timeout=10).status_code == 503
+    pending.join(30)
+    deadline = time.time() + 10
+    while time.time() < deadline and requests.get(t.url + "/health").status_code != 200:
+        time.sleep(0.1)
+    assert requests.get(t.url + "/health").status_code == 200
+
+
+def test_debug_routes_are_off_by_default(start_tandem):
+    t = start_tandem()
+    assert requests.post(t.url + "/debug/stall", json={"ms": 10}).status_code == 404
