@@ -97,14 +97,14 @@ struct seq_view {
     int64_t n_rows = 0;
 };
 
-// Indices of the k largest scores, returned in ascending index order. Which of several EXACTLY
-// equal scores wins follows torch.topk on CPU (at::native::topk_impl_loop: (value, index) pairs
-// ordered by value only, std::partial_sort when k·64 <= n, else std::nth_element), because
-// ReLU makes exact zero scores common and HF transformers is the reference. Like HF, the
-// candidates are all compressed rows present after this chunk's compressor update, the ones the
-// query may not see yet at −inf. That reproduces HF in every mode (full prefill, chunked prefill,
-// decode) — including HF's own dependence on the chunking when exactly equal scores straddle
-// the top-k boundary; without such a tie, every chunking selects the same rows.
+// Indices of the k largest scores, returned in ascending index order. The candidates are the
+// rows the query can see, nothing else, so every chunking (full prefill, chunks, token-by-token
+// decode) selects the same rows — design invariant 8. Which of several EXACTLY equal scores wins
+// follows torch.topk on CPU (at::native::topk_impl_loop: (value, index) pairs ordered by value
+// only, std::partial_sort when k·64 <= n, else std::nth_element), because ReLU makes exact zero
+// scores common. This reproduces HF transformers' token-by-token decode exactly; HF's
+// full-sequence prefill also scores the not-yet-visible rows (at −inf), which can break such an
+// exact tie differently — HF's own prefill and decode then disagree, and tandem follows decode.
 std::vector<int32_t> top_k_ascending(const std::vector<float>& v, int64_t k) {
     const int64_t n = static_cast<int64_t>(v.size());
     std::vector<int32_t> idx;
@@ -252,7 +252,7 @@ private:
                     continue;
                 }
                 const seq_view& v = views_[static_cast<size_t>(seq_of_[static_cast<size_t>(r)])];
-                std::vector<float> score(static_cast<size_t>(v.n_rows), -INFINITY);
+                std::vector<float> score(static_cast<size_t>(visible));
                 for (int64_t wv = 0; wv < visible; ++wv) {
                     float sc = 0.0f;
                     for (int64_t h = 0; h < Hi_; ++h) {
