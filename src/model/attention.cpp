@@ -97,14 +97,14 @@ struct seq_view {
     int64_t n_rows = 0;
 };
 
-// Indices of the k largest scores, returned in ascending index order. Which of several EXACTLY
-// equal scores wins follows torch.topk on CPU (at::native::topk_impl_loop: (value, index) pairs
-// ordered by value only, std::partial_sort when k·64 <= n, else std::nth_element), because
-// ReLU makes exact zero scores common and HF transformers is the reference. Like HF, the
-// candidates are all compressed rows present after this chunk's compressor update, the ones the
-// query may not see yet at −inf. That reproduces HF in every mode (full prefill, chunked prefill,
-// decode) — including HF's own dependence on the chunking when exactly equal scores straddle
-// the top-k boundary; without such a tie, every chunking selects the same rows.
+// Indices of the k largest scores, returned in ascending index order. The candidates are the
+// rows the query can see, nothing else, so every chunking (full prefill, chunks, token-by-token
+// decode) selects the same rows — design invariant 8. Which of several EXACTLY equal scores wins
+// follows torch.topk on CPU (at::native::topk_impl_loop: (value, index) pairs ordered by value
+// only, std::partial_sort when k·64 <= n, else std::nth_element), because ReLU makes exact zero
+// scores common. This reproduces HF transformers' token-by-token decode exactly; HF's
+// full-sequence prefill also scores the not-yet-visible rows (at −inf), which can break such an
+// exact tie differently — HF's own prefill and decode then disagree, and tandem follows decode.
 std::vector<int32_t> top_k_ascending(const std::vector<float>& v, int64_t k) {
     const int64_t n = static_cast<int64_t>(v.size());
     std::vector<int32_t> idx;
@@ -125,180 +125,227 @@ std::vector<int32_t> top_k_ascending(const std::vector<float>& v, int64_t k) {
     return idx;
 }
 
-}  // namespace
+// One attention sublayer call, as named phases over shared buffers.
+class attention_pass {
+public:
+    attention_pass(model_impl& m, int64_t layer, const batch& b, const std::vector<float>& x)
+        : m_(m), c_(m.cfg), lc_(m.cfg.layers[static_cast<size_t>(layer)]),
+          aw_(m.w.layers[static_cast<size_t>(layer)].attn), b_(b), x_(x), cp_(*b.pool),
+          kv_fmt_(cp_.layout().kv_row()), ik_fmt_(cp_.layout().index_k_row()), lid_(static_cast<int32_t>(layer)),
+          T_(b.rows), H_(c_.num_attention_heads), D_(c_.head_dim), R_(c_.rope_head_dim), N_(D_ - R_),
+          W_(c_.sliding_window), m_rate_(lc_.compress_ratio), Di_(c_.index_head_dim), Hi_(c_.index_n_heads),
+          official_(m.opt.numerics == numerics_mode::official),
+          rope_(lc_.attention == attention_type::sliding ? m.rope_main : m.rope_compress) {}
 
-void model_impl::attention(int64_t layer, const batch& b, const std::vector<float>& x, std::vector<float>& out) {
-    const layer_config& lc = cfg.layers[static_cast<size_t>(layer)];
-    const attention_weights& aw = w.layers[static_cast<size_t>(layer)].attn;
-    const int64_t T = b.rows, H = cfg.num_attention_heads, D = cfg.head_dim;
-    const int64_t R = cfg.rope_head_dim, N = D - R, W = cfg.sliding_window, ql = cfg.q_lora_rank;
-    const rope_table& rope = lc.attention == attention_type::sliding ? rope_main : rope_compress;
-    const float eps = static_cast<float>(cfg.rms_norm_eps);
-    cache::page_pool& pool_ = *b.pool;
-    const cache::row_format& kv_fmt = pool_.layout().kv_row();
-    const cache::row_format& ik_fmt = pool_.layout().index_k_row();
-    const int32_t lid = static_cast<int32_t>(layer);
-    const bool official = opt.numerics == numerics_mode::official;
-
-    // Projections (row-wise). kv rows are rounded to their storage format right away.
-    std::vector<float> qr, q, kv;
-    linear(x, T, aw.wq_a, qr);
-    linear(x, T, aw.wkv, kv);
-    pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
-        std::vector<std::byte> scratch;
-        for (int64_t r = r0; r < r1; ++r) {
-            cpu::rms_norm(&qr[r * ql], aw.q_norm.ptr(), ql, eps, &qr[r * ql]);
-            cpu::rms_norm(&kv[r * D], aw.kv_norm.ptr(), D, eps, &kv[r * D]);
-            rope.apply(&kv[r * D + N], b.pos[r], false);
-            if (official) kv_fp8_sim(&kv[r * D], N, D);
-            round_trip(kv_fmt, &kv[r * D], scratch);
-        }
-    });
-    linear(qr, T, aw.wq_b, q);
-    pool->parallel_for(T * H, 4, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-            float* qh = &q[i * D];
-            cpu::rms_norm(qh, nullptr, D, eps, qh);
-            rope.apply(qh + N, b.pos[i / H], false);
-        }
-    });
-
-    // Compressors append the rows this chunk closes to the sequence's pool buffers.
-    const int64_t m = lc.compress_ratio;
-    const int64_t Di = cfg.index_head_dim, Hi = cfg.index_n_heads;
-    auto compress = [&](const compressor_weights& cw, compressor_shape cs, cache::state_kind sk,
-                        cache::buffer_kind bk, const cache::row_format& fmt) {
-        const int64_t cd = (cs.overlap ? 2 : 1) * cs.dim;
-        std::vector<float> ckv, cg;
-        linear(x, T, cw.wkv, ckv);
-        linear(x, T, cw.wgate, cg);
-        for (const batch_seq& s : b.seqs) {
-            float* ring = pool_.compressor_state_for_write(s.slot, lid, sk);
-            TANDEM_CHECK_MSG(ring != nullptr, "forward on a stale sequence slot");
-            run_compressor(cfg, cs, cw, rope_compress, &ckv[s.row0 * cd], &cg[s.row0 * cd], s.rows, s.start_pos, ring,
-                           official, [&](int64_t wv, const float* row) {
-                               std::byte* dst = pool_.row_for_write(s.slot, lid, bk, wv);
-                               TANDEM_CHECK_MSG(dst != nullptr, "compressed row write rejected (sealed or stale page)");
-                               cache::codec::encode_row(fmt, std::span<const float>(row, size_t(fmt.dims)), dst);
-                           });
-        }
-    };
-    std::vector<float> qi, iw;
-    if (aw.has_compressor)
-        compress(aw.compressor, {m, D, lc.attention == attention_type::csa}, cache::state_kind::attn_compressor,
-                 cache::buffer_kind::compressed_kv, kv_fmt);
-    if (aw.has_indexer) {
-        compress(aw.idx_compressor, {m, Di, true, true}, cache::state_kind::index_compressor, cache::buffer_kind::index_k,
-                 ik_fmt);
-        linear(qr, T, aw.idx_wq_b, qi);
-        linear(x, T, aw.idx_weights_proj, iw);
-        for (int64_t i = 0; i < T * Hi; ++i) {
-            rope_compress.apply(&qi[i * Di + Di - R], b.pos[i / Hi], false);
-            if (official) indexer_fp4_sim(&qi[i * Di], Di);
-        }
+    void run(std::vector<float>& out) {
+        project();
+        if (aw_.has_compressor) compress_all();
+        read_state();
+        if (aw_.has_compressor) select_rows();
+        attend();
+        write_window();
+        output(out);
     }
 
-    // Decode each sequence's readable rows once: the window ring (positions before the chunk) and
-    // every compressed / index row emitted so far.
-    std::vector<seq_view> views(b.seqs.size());
-    std::vector<int32_t> seq_of(static_cast<size_t>(T));
-    for (size_t si = 0; si < b.seqs.size(); ++si) {
-        const batch_seq& s = b.seqs[si];
-        seq_view& v = views[si];
-        for (int64_t r = s.row0; r < s.row0 + s.rows; ++r) seq_of[static_cast<size_t>(r)] = static_cast<int32_t>(si);
-        v.window.assign(static_cast<size_t>(W * D), 0.0f);
-        for (int64_t p = std::max<int64_t>(0, s.start_pos - W); p < s.start_pos; ++p)
-            cache::codec::decode_row(kv_fmt, pool_.window_row(s.slot, lid, p),
-                                     std::span<float>(&v.window[(p % W) * D], size_t(D)));
-        if (!aw.has_compressor) continue;
-        v.n_rows = (s.start_pos + s.rows) / m;
-        v.comp.resize(static_cast<size_t>(v.n_rows * D));
-        for (int64_t wv = 0; wv < v.n_rows; ++wv)
-            cache::codec::decode_row(kv_fmt, pool_.row(s.slot, lid, cache::buffer_kind::compressed_kv, wv),
-                                     std::span<float>(&v.comp[wv * D], size_t(D)));
-        if (!aw.has_indexer) continue;
-        v.idx.resize(static_cast<size_t>(v.n_rows * Di));
-        for (int64_t wv = 0; wv < v.n_rows; ++wv)
-            cache::codec::decode_row(ik_fmt, pool_.row(s.slot, lid, cache::buffer_kind::index_k, wv),
-                                     std::span<float>(&v.idx[wv * Di], size_t(Di)));
-    }
-
-    // Per row: which compressed rows it attends to.
-    std::vector<std::vector<int32_t>> selected(static_cast<size_t>(T));
-    if (aw.has_compressor) {
-        const float idx_scale = 1.0f / std::sqrt(static_cast<float>(Di));
-        const float head_scale = 1.0f / std::sqrt(static_cast<float>(Hi));
-        pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
+private:
+    // q (per-head unweighted RMSNorm + RoPE), qr (shared with the indexer), kv (RMSNorm + RoPE,
+    // official FP8 simulation, then rounded to its storage format).
+    void project() {
+        const int64_t ql = c_.q_lora_rank;
+        const float eps = static_cast<float>(c_.rms_norm_eps);
+        m_.linear(x_, T_, aw_.wq_a, qr_);
+        m_.linear(x_, T_, aw_.wkv, kv_);
+        m_.pool->parallel_for(T_, 1, [&](int64_t r0, int64_t r1) {
+            std::vector<std::byte> scratch;
             for (int64_t r = r0; r < r1; ++r) {
-                const int64_t visible = (b.pos[r] + 1) / m;
-                auto& sel = selected[static_cast<size_t>(r)];
-                if (!aw.has_indexer || visible <= cfg.index_topk) {
-                    sel.resize(static_cast<size_t>(visible));
-                    std::iota(sel.begin(), sel.end(), 0);
-                    continue;
-                }
-                const seq_view& v = views[static_cast<size_t>(seq_of[static_cast<size_t>(r)])];
-                std::vector<float> score(static_cast<size_t>(v.n_rows), -INFINITY);
-                for (int64_t wv = 0; wv < visible; ++wv) {
-                    float sc = 0.0f;
-                    for (int64_t h = 0; h < Hi; ++h) {
-                        float dp = cpu::dot(&qi[(r * Hi + h) * Di], &v.idx[wv * Di], Di);
-                        sc += (std::max(dp, 0.0f) * idx_scale) * (iw[r * Hi + h] * head_scale);
-                    }
-                    score[static_cast<size_t>(wv)] = sc;
-                }
-                sel = top_k_ascending(score, cfg.index_topk);
+                cpu::rms_norm(&qr_[r * ql], aw_.q_norm.ptr(), ql, eps, &qr_[r * ql]);
+                cpu::rms_norm(&kv_[r * D_], aw_.kv_norm.ptr(), D_, eps, &kv_[r * D_]);
+                rope_.apply(&kv_[r * D_ + N_], b_.pos[r], false);
+                if (official_) kv_fp8_sim(&kv_[r * D_], N_, D_);
+                round_trip(kv_fmt_, &kv_[r * D_], scratch);
+            }
+        });
+        m_.linear(qr_, T_, aw_.wq_b, q_);
+        m_.pool->parallel_for(T_ * H_, 4, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) {
+                float* qh = &q_[i * D_];
+                cpu::rms_norm(qh, nullptr, D_, eps, qh);
+                rope_.apply(qh + N_, b_.pos[i / H_], false);
             }
         });
     }
 
-    // Attention with sink: per (row, head).
-    std::vector<float> o(static_cast<size_t>(T * H * D), 0.0f);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    pool->parallel_for(T * H, 1, [&](int64_t i0, int64_t i1) {
-        std::vector<const float*> keys;
-        std::vector<float> logit;
-        for (int64_t i = i0; i < i1; ++i) {
-            const int64_t r = i / H, h = i % H, t = b.pos[r];
-            const size_t si = static_cast<size_t>(seq_of[static_cast<size_t>(r)]);
-            const batch_seq& s = b.seqs[si];
-            const seq_view& v = views[si];
-            keys.clear();
-            for (int64_t p = std::max<int64_t>(0, t - W + 1); p <= t; ++p)
-                keys.push_back(p >= s.start_pos ? &kv[(s.row0 + p - s.start_pos) * D] : &v.window[(p % W) * D]);
-            for (int32_t wv : selected[static_cast<size_t>(r)]) keys.push_back(&v.comp[wv * D]);
-            const float* qh = &q[i * D];
-            const float sink = aw.sink.ptr()[h];
-            logit.resize(keys.size());
-            float mx = sink;
-            for (size_t j = 0; j < keys.size(); ++j) mx = std::max(mx, logit[j] = cpu::dot(qh, keys[j], D) * scale);
-            float denom = 0.0f;
-            for (size_t j = 0; j < keys.size(); ++j) denom += (logit[j] = std::exp(logit[j] - mx));
-            denom += std::exp(sink - mx);
-            float* oh = &o[i * D];
-            for (size_t j = 0; j < keys.size(); ++j) {
-                const float p = logit[j] / denom;
-                for (int64_t e = 0; e < D; ++e) oh[e] += p * keys[j][e];
-            }
-            rope.apply(oh + N, t, true);  // K = V carried RoPE at the key position: undo at the query's
+    // Feeds one compressor; the rows this chunk closes go to the sequence's pool buffer.
+    void compress(const compressor_weights& cw, compressor_shape cs, cache::state_kind sk, cache::buffer_kind bk,
+                  const cache::row_format& fmt) {
+        const int64_t cd = (cs.overlap ? 2 : 1) * cs.dim;
+        std::vector<float> ckv, cg;
+        m_.linear(x_, T_, cw.wkv, ckv);
+        m_.linear(x_, T_, cw.wgate, cg);
+        for (const batch_seq& s : b_.seqs) {
+            float* ring = cp_.compressor_state_for_write(s.slot, lid_, sk);
+            TANDEM_CHECK_MSG(ring != nullptr, "forward on a stale sequence slot");
+            run_compressor(c_, cs, cw, m_.rope_compress, &ckv[s.row0 * cd], &cg[s.row0 * cd], s.rows, s.start_pos,
+                           ring, official_, [&](int64_t wv, const float* row) {
+                               std::byte* dst = cp_.row_for_write(s.slot, lid_, bk, wv);
+                               TANDEM_CHECK_MSG(dst != nullptr, "compressed row write rejected (sealed or stale page)");
+                               cache::codec::encode_row(fmt, std::span<const float>(row, size_t(fmt.dims)), dst);
+                           });
         }
-    });
+    }
+
+    void compress_all() {
+        compress(aw_.compressor, {m_rate_, D_, lc_.attention == attention_type::csa, false},
+                 cache::state_kind::attn_compressor, cache::buffer_kind::compressed_kv, kv_fmt_);
+        if (!aw_.has_indexer) return;
+        compress(aw_.idx_compressor, {m_rate_, Di_, true, true}, cache::state_kind::index_compressor,
+                 cache::buffer_kind::index_k, ik_fmt_);
+        m_.linear(qr_, T_, aw_.idx_wq_b, qi_);
+        m_.linear(x_, T_, aw_.idx_weights_proj, iw_);
+        for (int64_t i = 0; i < T_ * Hi_; ++i) {
+            m_.rope_compress.apply(&qi_[i * Di_ + Di_ - R_], b_.pos[i / Hi_], false);
+            if (official_) indexer_fp4_sim(&qi_[i * Di_], Di_);
+        }
+    }
+
+    // Decodes each sequence's readable rows once: the window ring (positions before the chunk)
+    // and every compressed / index row emitted so far.
+    void read_state() {
+        views_.resize(b_.seqs.size());
+        seq_of_.resize(static_cast<size_t>(T_));
+        for (size_t si = 0; si < b_.seqs.size(); ++si) {
+            const batch_seq& s = b_.seqs[si];
+            seq_view& v = views_[si];
+            for (int64_t r = s.row0; r < s.row0 + s.rows; ++r) seq_of_[static_cast<size_t>(r)] = static_cast<int32_t>(si);
+            v.window.assign(static_cast<size_t>(W_ * D_), 0.0f);
+            for (int64_t p = std::max<int64_t>(0, s.start_pos - W_); p < s.start_pos; ++p)
+                cache::codec::decode_row(kv_fmt_, cp_.window_row(s.slot, lid_, p),
+                                         std::span<float>(&v.window[(p % W_) * D_], size_t(D_)));
+            if (!aw_.has_compressor) continue;
+            v.n_rows = (s.start_pos + s.rows) / m_rate_;
+            decode_rows(s, cache::buffer_kind::compressed_kv, kv_fmt_, v.n_rows, v.comp);
+            if (aw_.has_indexer) decode_rows(s, cache::buffer_kind::index_k, ik_fmt_, v.n_rows, v.idx);
+        }
+    }
+
+    void decode_rows(const batch_seq& s, cache::buffer_kind kind, const cache::row_format& fmt, int64_t n,
+                     std::vector<float>& out) const {
+        out.resize(static_cast<size_t>(n * fmt.dims));
+        for (int64_t wv = 0; wv < n; ++wv)
+            cache::codec::decode_row(fmt, cp_.row(s.slot, lid_, kind, wv),
+                                     std::span<float>(&out[wv * fmt.dims], size_t(fmt.dims)));
+    }
+
+    // Which compressed rows each query attends to: all visible ones (HCA, or CSA with few rows),
+    // else the lightning indexer's top-k.
+    void select_rows() {
+        selected_.assign(static_cast<size_t>(T_), {});
+        const float idx_scale = 1.0f / std::sqrt(static_cast<float>(Di_));
+        const float head_scale = 1.0f / std::sqrt(static_cast<float>(Hi_));
+        m_.pool->parallel_for(T_, 1, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+                const int64_t visible = (b_.pos[r] + 1) / m_rate_;
+                auto& sel = selected_[static_cast<size_t>(r)];
+                if (!aw_.has_indexer || visible <= c_.index_topk) {
+                    sel.resize(static_cast<size_t>(visible));
+                    std::iota(sel.begin(), sel.end(), 0);
+                    continue;
+                }
+                const seq_view& v = views_[static_cast<size_t>(seq_of_[static_cast<size_t>(r)])];
+                std::vector<float> score(static_cast<size_t>(visible));
+                for (int64_t wv = 0; wv < visible; ++wv) {
+                    float sc = 0.0f;
+                    for (int64_t h = 0; h < Hi_; ++h) {
+                        const float dp = cpu::dot(&qi_[(r * Hi_ + h) * Di_], &v.idx[wv * Di_], Di_);
+                        sc += (std::max(dp, 0.0f) * idx_scale) * (iw_[r * Hi_ + h] * head_scale);
+                    }
+                    score[static_cast<size_t>(wv)] = sc;
+                }
+                sel = top_k_ascending(score, c_.index_topk);
+            }
+        });
+    }
+
+    // Softmax with sink over {window rows by position, selected compressed rows by index}, per
+    // (row, head); then the inverse RoPE at the query position.
+    void attend() {
+        o_.assign(static_cast<size_t>(T_ * H_ * D_), 0.0f);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
+        m_.pool->parallel_for(T_ * H_, 1, [&](int64_t i0, int64_t i1) {
+            std::vector<const float*> keys;
+            std::vector<float> logit;
+            for (int64_t i = i0; i < i1; ++i) {
+                const int64_t r = i / H_, h = i % H_, t = b_.pos[r];
+                const size_t si = static_cast<size_t>(seq_of_[static_cast<size_t>(r)]);
+                const batch_seq& s = b_.seqs[si];
+                const seq_view& v = views_[si];
+                keys.clear();
+                for (int64_t p = std::max<int64_t>(0, t - W_ + 1); p <= t; ++p)
+                    keys.push_back(p >= s.start_pos ? &kv_[(s.row0 + p - s.start_pos) * D_] : &v.window[(p % W_) * D_]);
+                if (aw_.has_compressor)
+                    for (int32_t wv : selected_[static_cast<size_t>(r)]) keys.push_back(&v.comp[wv * D_]);
+                const float* qh = &q_[i * D_];
+                const float sink = aw_.sink.ptr()[h];
+                logit.resize(keys.size());
+                float mx = sink;
+                for (size_t j = 0; j < keys.size(); ++j) mx = std::max(mx, logit[j] = cpu::dot(qh, keys[j], D_) * scale);
+                float denom = 0.0f;
+                for (size_t j = 0; j < keys.size(); ++j) denom += (logit[j] = std::exp(logit[j] - mx));
+                denom += std::exp(sink - mx);
+                float* oh = &o_[i * D_];
+                for (size_t j = 0; j < keys.size(); ++j) {
+                    const float p = logit[j] / denom;
+                    for (int64_t e = 0; e < D_; ++e) oh[e] += p * keys[j][e];
+                }
+                rope_.apply(oh + N_, t, true);  // K = V carried RoPE at the key position: undo at the query's
+            }
+        });
+    }
 
     // The chunk's kv rows enter the window ring only now (see the file comment).
-    for (const batch_seq& s : b.seqs)
-        for (int64_t p = std::max(s.start_pos, s.start_pos + s.rows - W); p < s.start_pos + s.rows; ++p) {
-            std::byte* dst = pool_.window_row_for_write(s.slot, lid, p);
-            TANDEM_CHECK_MSG(dst != nullptr, "window write on a stale sequence slot");
-            cache::codec::encode_row(kv_fmt, std::span<const float>(&kv[(s.row0 + p - s.start_pos) * D], size_t(D)),
-                                     dst);
-        }
+    void write_window() {
+        for (const batch_seq& s : b_.seqs)
+            for (int64_t p = std::max(s.start_pos, s.start_pos + s.rows - W_); p < s.start_pos + s.rows; ++p) {
+                std::byte* dst = cp_.window_row_for_write(s.slot, lid_, p);
+                TANDEM_CHECK_MSG(dst != nullptr, "window write on a stale sequence slot");
+                cache::codec::encode_row(kv_fmt_, std::span<const float>(&kv_[(s.row0 + p - s.start_pos) * D_], size_t(D_)),
+                                         dst);
+            }
+    }
 
-    // Grouped low-rank output projection.
-    const int64_t g = cfg.o_groups, ro = cfg.o_lora_rank, gw = H * D / g;
-    std::vector<float> z(static_cast<size_t>(T * g * ro));
-    for (int64_t gi = 0; gi < g; ++gi)
-        cpu::linear(*pool, o.data() + gi * gw, T, H * D, aw.wo_a.ptr() + gi * ro * gw, gw, ro, z.data() + gi * ro, g * ro);
-    linear(z, T, aw.wo_b, out);
+    // Grouped low-rank output projection: group g of the flattened heads → o_lora_rank, then wo_b.
+    void output(std::vector<float>& out) {
+        const int64_t g = c_.o_groups, ro = c_.o_lora_rank, gw = H_ * D_ / g;
+        std::vector<float> z(static_cast<size_t>(T_ * g * ro));
+        for (int64_t gi = 0; gi < g; ++gi)
+            cpu::linear(*m_.pool, o_.data() + gi * gw, T_, H_ * D_, aw_.wo_a.ptr() + gi * ro * gw, gw, ro,
+                        z.data() + gi * ro, g * ro);
+        m_.linear(z, T_, aw_.wo_b, out);
+    }
+
+    model_impl& m_;
+    const model_config& c_;
+    const layer_config& lc_;
+    const attention_weights& aw_;
+    const batch& b_;
+    const std::vector<float>& x_;
+    cache::page_pool& cp_;
+    const cache::row_format& kv_fmt_;
+    const cache::row_format& ik_fmt_;
+    const int32_t lid_;
+    const int64_t T_, H_, D_, R_, N_, W_, m_rate_, Di_, Hi_;
+    const bool official_;
+    const rope_table& rope_;
+    std::vector<float> qr_, q_, kv_, qi_, iw_, o_;
+    std::vector<seq_view> views_;
+    std::vector<int32_t> seq_of_;
+    std::vector<std::vector<int32_t>> selected_;
+};
+
+}  // namespace
+
+void model_impl::attention(int64_t layer, const batch& b, const std::vector<float>& x, std::vector<float>& out) {
+    attention_pass(*this, layer, b, x).run(out);
 }
 
 }  // namespace tandem::model

@@ -1,10 +1,9 @@
-// model/blocks.cpp — RoPE tables, mHC (pre/post/Sinkhorn/head) and the MoE sublayer.
+// model/blocks.cpp — RoPE tables and mHC (pre/post/Sinkhorn/head).
 //
 // Op order follows HF transformers' modeling_deepseek_v4.py (the golden reference) so fp32
 // results agree to rounding: e.g. the HC input norm is one unweighted RMSNorm over all n·d
-// values, `post` has no eps, the Sinkhorn loop starts with a column normalization, the comb
-// matrix is used transposed, and routed experts are summed in ascending expert id with the
-// routing weight applied after the down projection.
+// values, `post` has no eps, the Sinkhorn loop starts with a column normalization, and the comb
+// matrix is used transposed.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -145,114 +144,6 @@ void hc_head_collapse(const model_config& c, const hc_weights& hw, const float* 
         float s = 0.0f;
         for (int64_t j = 0; j < n; ++j) s += pre[j] * h[j * d + e];
         x[e] = s;
-    }
-}
-
-// ---- MoE ----------------------------------------------------------------------------------
-
-namespace {
-
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
-float sqrt_softplus(float x) {
-    float sp = x > 20.0f ? x : std::log1p(std::exp(x));  // torch softplus, threshold 20
-    return std::sqrt(sp);
-}
-
-// act[r, i] = silu(min(g, L)) · clamp(u, −L, L) for gate/up rows.
-void swiglu(const float* g, const float* u, int64_t n, float limit, float* out) {
-    for (int64_t i = 0; i < n; ++i) out[i] = silu(std::min(g[i], limit)) * std::clamp(u[i], -limit, limit);
-}
-
-// Top-k of v (largest first, lower index first on ties), like torch.topk on CPU.
-std::vector<int32_t> top_k(const std::vector<float>& v, int64_t k) {
-    std::vector<int32_t> idx(v.size());
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-        return v[a] > v[b] || (v[a] == v[b] && a < b);
-    });
-    idx.resize(static_cast<size_t>(k));
-    return idx;
-}
-
-}  // namespace
-
-void model_impl::moe(int64_t layer, const batch& b, const std::vector<float>& x, std::vector<float>& out) {
-    const moe_weights& mw = w.layers[static_cast<size_t>(layer)].moe;
-    const bool hash = cfg.layers[static_cast<size_t>(layer)].mlp == mlp_type::hash_moe;
-    const int64_t d = cfg.hidden_size, I = cfg.moe_intermediate_size, E = cfg.n_routed_experts;
-    const int64_t k = cfg.num_experts_per_tok, T = b.rows;
-    const float limit = static_cast<float>(cfg.swiglu_limit);
-    std::vector<float> logits;
-    linear(x, T, mw.gate, logits);
-    // Routing per row: selected experts (ascending id) and their weights.
-    std::vector<std::vector<std::pair<int32_t, float>>> routes(static_cast<size_t>(T));
-    pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-            std::vector<float> s(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
-            for (int64_t e = 0; e < E; ++e) {
-                s[e] = sqrt_softplus(logits[r * E + e]);
-                biased[e] = hash ? s[e] : s[e] + mw.bias.ptr()[e];
-            }
-            std::vector<int32_t> sel;
-            if (hash) sel.assign(mw.tid2eid.begin() + b.token[r] * k, mw.tid2eid.begin() + (b.token[r] + 1) * k);
-            else sel = top_k(biased, k);
-            float sum = 0.0f;
-            for (int32_t e : sel) sum += s[e];
-            auto& route = routes[static_cast<size_t>(r)];
-            // HF adds 1e-20 to the denominator; the official reference does not.
-            const float denom = opt.numerics == numerics_mode::official ? sum : sum + 1e-20f;
-            for (int32_t e : sel)
-                route.emplace_back(e, s[e] / denom * static_cast<float>(cfg.routed_scaling_factor));
-            std::sort(route.begin(), route.end());
-        }
-    });
-    // Experts: gather the rows routed to each expert, run it, scatter back.
-    std::vector<std::vector<float>> contrib(static_cast<size_t>(T));  // per row: [k, d] in ascending expert id
-    for (auto& cb : contrib) cb.assign(static_cast<size_t>(k * d), 0.0f);
-    for (int64_t e = 0; e < E; ++e) {
-        std::vector<int64_t> rows, slots;
-        for (int64_t r = 0; r < T; ++r) {
-            const auto& route = routes[static_cast<size_t>(r)];
-            for (size_t s = 0; s < route.size(); ++s)
-                if (route[s].first == e) rows.push_back(r), slots.push_back(static_cast<int64_t>(s));
-        }
-        if (rows.empty()) continue;
-        int64_t n = static_cast<int64_t>(rows.size());
-        std::vector<float> xe(static_cast<size_t>(n * d)), g, u, act(static_cast<size_t>(n * I)), y;
-        for (int64_t i = 0; i < n; ++i) std::copy_n(&x[rows[i] * d], d, &xe[i * d]);
-        const expert_weights& ew = mw.experts[static_cast<size_t>(e)];
-        linear(xe, n, ew.w1, g);
-        linear(xe, n, ew.w3, u);
-        for (int64_t i = 0; i < n; ++i) swiglu(&g[i * I], &u[i * I], I, limit, &act[i * I]);
-        // The routing weight multiplies after w2 in HF, before w2 in the official reference.
-        const bool weight_first = opt.numerics == numerics_mode::official;
-        auto weight_of = [&](int64_t i) { return routes[static_cast<size_t>(rows[i])][static_cast<size_t>(slots[i])].second; };
-        if (weight_first)
-            for (int64_t i = 0; i < n; ++i)
-                for (int64_t j = 0; j < I; ++j) act[i * I + j] *= weight_of(i);
-        linear(act, n, ew.w2, y);
-        for (int64_t i = 0; i < n; ++i) {
-            const float wt = weight_first ? 1.0f : weight_of(i);
-            float* dst = &contrib[static_cast<size_t>(rows[i])][static_cast<size_t>(slots[i] * d)];
-            for (int64_t j = 0; j < d; ++j) dst[j] = weight_first ? y[i * d + j] : y[i * d + j] * wt;
-        }
-    }
-    // Shared expert over all rows.
-    std::vector<float> g, u, act(static_cast<size_t>(T * I)), shared;
-    linear(x, T, mw.shared.w1, g);
-    linear(x, T, mw.shared.w3, u);
-    for (int64_t r = 0; r < T; ++r) swiglu(&g[r * I], &u[r * I], I, limit, &act[r * I]);
-    linear(act, T, mw.shared.w2, shared);
-    out.assign(static_cast<size_t>(T * d), 0.0f);
-    for (int64_t r = 0; r < T; ++r) {
-        const auto& cb = contrib[static_cast<size_t>(r)];
-        size_t nsel = routes[static_cast<size_t>(r)].size();
-        for (int64_t j = 0; j < d; ++j) {
-            float acc = 0.0f;
-            for (size_t s = 0; s < nsel; ++s) acc += cb[s * d + j];
-            out[r * d + j] = acc + shared[r * d + j];
-        }
     }
 }
 

@@ -14,9 +14,11 @@
 // must not be mutated by others during the call (lockstep, design invariant 6).
 //
 // Chunked prefill with any chunk size and token-by-token decode give bitwise the same logits
-// as one full-sequence call with fp32/bf16 storage (each row is rounded to its storage dtype
+// as one full-sequence call with every storage dtype (each row is rounded to its storage format
 // before anything reads it, in-chunk rows included), and a sequence's logits do not depend on
-// the rest of the batch or on the thread count (design invariant 8).
+// the rest of the batch or on the thread count (design invariant 8). One forward call at a time
+// per model (it drives the model's worker pool); the MTP block's weights load but the forward
+// pass does not run it yet (speculative decoding comes later).
 #pragma once
 
 #include <cstdint>

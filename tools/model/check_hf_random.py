@@ -10,6 +10,9 @@ no MTP, default or yarn compress rope, both MoE kinds, transformers' own tensor 
 
 Every parameter is randomized (transformers' init zeroes sinks, position biases and HC bases,
 which would hide bugs). Pass: max |diff| <= 1e-4 * max|logit| and equal argmax at every position.
+The reference is HF's token-by-token decode (--reference decode, default) or its full-sequence
+prefill (--reference prefill); they differ only when exactly tied lightning-indexer scores straddle
+the top-k boundary, where tandem follows decode (the choice that does not depend on chunking).
 """
 import argparse
 import os
@@ -19,7 +22,7 @@ import tempfile
 
 import numpy as np
 import torch
-from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+from transformers import DeepseekV4Config, DeepseekV4ForCausalLM, DynamicCache
 
 CASES = [
     dict(name="hf-tester", hidden_size=64, num_attention_heads=4, head_dim=32, qk_rope_head_dim=8, q_lora_rank=32,
@@ -87,6 +90,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--len", type=int, default=120)
     ap.add_argument("--chunk", type=int, default=0, help="also feed tandem in chunks of N (0: one call)")
+    ap.add_argument("--reference", choices=["decode", "prefill"], default="decode")
+    ap.add_argument("--index-heads", type=int, default=0, help="override index_n_heads (2 makes ties common)")
     ap.add_argument("--save-golden", default="",
                     help="write the first case (seed 0) as a stored golden: checkpoint + tokens + logits")
     args = ap.parse_args()
@@ -96,11 +101,18 @@ def main():
     vocab = 512
     failures = 0
     for case in CASES:
+        if args.index_heads:
+            case = dict(case, index_n_heads=args.index_heads)
         for seed in range(args.seeds):
             model = build(case, seed, vocab)
             tokens = np.random.default_rng(seed).integers(0, vocab, size=args.len)
             with torch.no_grad():
-                ref = model(torch.from_numpy(tokens).unsqueeze(0), use_cache=False).logits[0].numpy()
+                if args.reference == "prefill":
+                    ref = model(torch.from_numpy(tokens).unsqueeze(0), use_cache=False).logits[0].numpy()
+                else:
+                    cache = DynamicCache(config=model.config)
+                    ref = np.stack([model(torch.tensor([[int(t)]]), cache=cache, use_cache=True).logits[0, -1].numpy()
+                                    for t in tokens])
             with tempfile.TemporaryDirectory() as tmp:
                 model.save_pretrained(tmp)
                 out = os.path.join(tmp, "logits.f32")

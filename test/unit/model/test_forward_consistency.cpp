@@ -113,3 +113,22 @@ TEST_CASE("model: forward rejects bad batches with clear errors") {
     forward_item stale{ok, 0, seq, false};
     CHECK_FALSE(ss.m->forward(*ss.pool, std::span<const forward_item>(&stale, 1)).is_ok());
 }
+
+TEST_CASE("model: exact indexer ties (one indexer head) still give chunk-invariant logits") {
+    // With a single indexer head, ReLU zeroes half the scores, so exactly tied scores straddle
+    // the top-k boundary all the time: the selection must still not depend on the chunking.
+    auto cfg = preset_config("tiny");
+    REQUIRE(cfg.is_ok());
+    cfg->index_n_heads = 1;
+    temp_dir dir("ties");
+    make_model_options opt;
+    opt.seed = 12;
+    REQUIRE(write_random_checkpoint(*cfg, dir.str(), opt).is_ok());
+    session ss(dir.str(), 2);
+    const auto tokens = random_prompt(31, 120, cfg->vocab_size);
+    const std::vector<float> full = run_chunked(ss, tokens, tokens.size());
+    for (size_t chunk : {1, 5, 33}) {
+        CAPTURE(chunk);
+        CHECK(bitwise_equal(run_chunked(ss, tokens, chunk), full));
+    }
+}
