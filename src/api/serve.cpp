@@ -100,6 +100,12 @@ status load_serving_state(app_state& app, std::unique_ptr<engine::engine>* engin
 }  // namespace
 
 int run_server(const config& cfg) {
+    if (cfg.topology.mode == "pd") {
+        // The pd transports and protocol exist (src/transport, src/topo) but the two engines are
+        // not joined through them yet: refuse rather than silently serve single.
+        TANDEM_LOG_ERROR("topology.mode = \"pd\" is not available in this build yet; use \"single\"");
+        return 2;
+    }
     app_state app(cfg);
     raise_descriptor_limit(cfg.server.max_connections);
     if (status st = choose_backend(cfg); !st) {

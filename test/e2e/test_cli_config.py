@@ -70,3 +70,8 @@ def test_shipped_config_is_the_embedded_default():
 def test_version_names_allocator():
     r = run_tandem("--version")
     assert r.returncode == 0 and "tandem" in r.stdout and "allocator" in r.stdout
+
+
+def test_pd_topology_is_refused_until_it_is_wired():
+    r = run_tandem("--topology", "pd")
+    assert r.returncode == 2 and "pd" in r.stderr
