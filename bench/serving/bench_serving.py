@@ -118,8 +118,10 @@ def main():
                   f"{r['ttft_p50_ms']:>9.1f} {r['ttft_p99_ms']:>8.1f} {r['itl_p50_ms']:>8.1f} "
                   f"{r['itl_p99_ms']:>8.1f} {r['e2e_p50_ms']:>9.1f} {r['e2e_p99_ms']:>9.1f}")
         m = requests.get(url + "/metrics").text
-        print("\n".join(l for l in m.splitlines() if l.startswith(("tandem_step", "tandem_batch"))
-                        and not l.startswith("#"))[:2000])
+        vals = dict(re.findall(r"^(tandem_(?:step_seconds|batch_size)_(?:sum|count)) (\S+)$", m, re.M))
+        steps = float(vals.get("tandem_step_seconds_count", 0)) or 1
+        print(f"server: {steps:.0f} steps, mean step {1000 * float(vals.get('tandem_step_seconds_sum', 0)) / steps:.2f} ms, "
+              f"mean batch {float(vals.get('tandem_batch_size_sum', 0)) / steps:.1f} sequences")
     finally:
         proc.terminate()
         proc.wait(30)
