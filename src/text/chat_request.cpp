@@ -181,15 +181,38 @@ status read_tool_choice(const json_value& body, chat_request* req) {
     return read_string(*fn, "name", "tool_choice.function.name", true, &req->tool_choice_name);
 }
 
+// vLLM/SGLang clients switch thinking with chat_template_kwargs {"thinking": bool} (or
+// "enable_thinking"); it counts as an explicit choice, like a thinking object.
+status read_template_thinking(const json_value& body, std::string* type) {
+    const json_value* kw = body.find("chat_template_kwargs");
+    if (kw == nullptr || kw->type == json_value::kind::null) return status::ok();
+    if (kw->type != json_value::kind::object) {
+        return field_error("chat_template_kwargs", "must be an object");
+    }
+    for (const char* key : {"thinking", "enable_thinking"}) {
+        const json_value* v = kw->find(key);
+        if (v == nullptr || v->type == json_value::kind::null) continue;
+        if (v->type != json_value::kind::boolean) {
+            return field_error(std::string("chat_template_kwargs.") + key, "must be a boolean");
+        }
+        *type = v->boolean ? "enabled" : "disabled";
+    }
+    return status::ok();
+}
+
 status read_thinking(const json_value& body, chat_request* req) {
-    // An explicit thinking object decides the mode; reasoning_effort "none" only applies
-    // when it is absent (so {"type": "enabled"} with "none" thinks at the default effort).
+    // An explicit thinking object (or chat_template_kwargs.thinking) decides the mode;
+    // reasoning_effort "none" only applies when neither is present (so {"type": "enabled"}
+    // with "none" thinks at the default effort).
     std::string type;
+    TANDEM_RETURN_IF_ERROR(read_template_thinking(body, &type));
     if (const json_value* th = body.find("thinking"); th && th->type != json_value::kind::null) {
         TANDEM_RETURN_IF_ERROR(read_string(*th, "type", "thinking.type", true, &type));
-        if (type == "disabled") req->thinking = false;
-        else if (type != "enabled") return field_error("thinking.type", "must be enabled or disabled");
+        if (type != "enabled" && type != "disabled") {
+            return field_error("thinking.type", "must be enabled or disabled");
+        }
     }
+    if (type == "disabled") req->thinking = false;
     std::string effort;
     TANDEM_RETURN_IF_ERROR(read_string(body, "reasoning_effort", "reasoning_effort", false, &effort));
     if (effort.empty() || effort == "high" || effort == "medium") req->effort = reasoning_effort::high;

@@ -63,3 +63,22 @@ def test_missing_model_fails_startup_with_exit_1(tmp_path):
     s._reader.join(5)
     assert rc == 1
     assert "nowhere" in s.log and "startup failed" in s.log
+
+
+def test_chat_template_kwargs_switch_thinking(start_tandem):
+    t = start_tandem()
+    msgs = [{"role": "user", "content": "hi"}]
+
+    def render(**extra):
+        r = requests.post(t.url + "/v1/chat/completions/render", json={"messages": msgs, **extra})
+        assert r.status_code == 200, r.text
+        return r.json()["prompt"]
+
+    off = render(thinking={"type": "disabled"})
+    assert off.endswith("</think>")
+    assert render(chat_template_kwargs={"thinking": False}) == off
+    assert render(chat_template_kwargs={"enable_thinking": False}) == off
+    assert render(chat_template_kwargs={"thinking": True}).endswith("<think>")
+    r = requests.post(t.url + "/v1/chat/completions/render",
+                      json={"messages": msgs, "chat_template_kwargs": {"thinking": "no"}})
+    assert r.status_code == 400 and "chat_template_kwargs.thinking" in r.json()["error"]["message"]
