@@ -72,22 +72,15 @@ public:
 
     generation_options opts;
     std::shared_ptr<const text::tokenizer> tok;
-    std::string id, model;
-    int64_t created = 0;
     std::vector<choice_state> state;
 
 private:
-    std::string chunk_head() const {
-        return fmt::format(R"({{"id":"{}","object":"chat.completion.chunk","created":{},"model":)",
-                           id, created);
-    }
-
     void write_delta(size_t c, const std::function<void(json_writer&)>& delta,
                      const std::vector<engine::position_logprobs>* lps, const char* finish,
                      bool parse_error = false) {
         json_writer w;
-        w.begin_object().key("id").value(id).key("object").value("chat.completion.chunk")
-            .key("created").value(created).key("model").value(model).key("choices").begin_array();
+        begin_envelope(w, "chat.completion.chunk");
+        w.key("choices").begin_array();
         w.begin_object().key("index").value(static_cast<int64_t>(c)).key("delta").begin_object();
         delta(w);
         w.end_object().key("logprobs");
@@ -189,25 +182,13 @@ private:
     void on_all_finished() override {
         int64_t prompt = state.empty() ? 0 : state[0].prompt_tokens, completion = 0;
         for (const auto& s : state) completion += s.completion_tokens;
-        if (stream) {
-            if (opts.include_usage) {
-                json_writer w;
-                w.begin_object().key("id").value(id).key("object").value("chat.completion.chunk")
-                    .key("created").value(created).key("model").value(model)
-                    .key("choices").begin_array().end_array().key("usage");
-                write_usage(w, prompt, completion);
-                out.write(sse_data(w.end_object().str()));
-            }
-            out.write(std::string(k_sse_done));
-            out.end_stream();
-            return;
-        }
+        if (stream) return end_sse("chat.completion.chunk", opts.include_usage, prompt, completion);
         for (const auto& s : state) {
             if (s.reason == engine::finish_reason::error) return send_status_error(out, s.error);
         }
         json_writer w;
-        w.begin_object().key("id").value(id).key("object").value("chat.completion")
-            .key("created").value(created).key("model").value(model).key("choices").begin_array();
+        begin_envelope(w, "chat.completion");
+        w.key("choices").begin_array();
         for (size_t c = 0; c < state.size(); ++c) {
             const auto& s = state[c];
             w.begin_object().key("index").value(static_cast<int64_t>(c)).key("message").begin_object()

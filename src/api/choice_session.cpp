@@ -1,5 +1,7 @@
 #include "api/choice_session.h"
 
+#include "api/event_json.h"
+
 #include <algorithm>
 
 namespace tandem::api {
@@ -85,6 +87,24 @@ void choice_session::handle(size_t choice, engine::token_event&& ev) {
     }
     on_event(choice, ev);
     if (finished_ == ids_.size()) on_all_finished();
+}
+
+void choice_session::begin_envelope(json_writer& w, std::string_view object) const {
+    w.begin_object().key("id").value(id).key("object").value(object).key("created").value(created)
+        .key("model").value(model);
+}
+
+void choice_session::end_sse(std::string_view chunk_object, bool include_usage,
+                             int64_t prompt_tokens, int64_t completion_tokens) {
+    if (include_usage) {
+        json_writer w;
+        begin_envelope(w, chunk_object);
+        w.key("choices").begin_array().end_array().key("usage");
+        write_usage(w, prompt_tokens, completion_tokens);
+        out.write(sse_data(w.end_object().str()));
+    }
+    out.write(std::string(k_sse_done));
+    out.end_stream();
 }
 
 void choice_session::stop_choice(size_t choice) {

@@ -14,6 +14,7 @@
 
 #include "api/app_state.h"
 #include "api/stop_matcher.h"
+#include "core/json_writer.h"
 #include "engine/engine.h"
 #include "text/detokenizer.h"
 
@@ -52,6 +53,9 @@ public:
     http::responder out;
     std::string http_id;
     bool stream = false;
+    std::string id;     // "chatcmpl-…" / "cmpl-…"
+    std::string model;  // the served name
+    int64_t created = 0;
 
 protected:
     // Called under the session lock, in event order, per choice.
@@ -60,6 +64,11 @@ protected:
     virtual void on_all_finished() = 0;
     // Asks the engine to end `choice` as stopped (a stop string matched).
     void stop_choice(size_t choice);
+    // Opens the object every OpenAI body starts with: {"id","object","created","model",
+    void begin_envelope(json_writer& w, std::string_view object) const;
+    // Ends a stream: the usage chunk when asked for, then [DONE].
+    void end_sse(std::string_view chunk_object, bool include_usage, int64_t prompt_tokens,
+                 int64_t completion_tokens);
 
     size_t choices() const { return ids_.size(); }
 

@@ -83,8 +83,6 @@ public:
 
     generation_options opts;
     std::shared_ptr<const text::tokenizer> tok;
-    std::string id, model;
-    int64_t created = 0;
     std::vector<choice_state> state;
 
 private:
@@ -130,8 +128,8 @@ private:
                      const choice_state* finished) {
         if (delta.empty() && !finished && (!lp || lp->tokens.empty())) return;
         json_writer w;
-        w.begin_object().key("id").value(id).key("object").value("text_completion")
-            .key("created").value(created).key("model").value(model).key("choices").begin_array();
+        begin_envelope(w, "text_completion");
+        w.key("choices").begin_array();
         w.begin_object().key("index").value(static_cast<int64_t>(c)).key("text").value(delta);
         w.key("logprobs");
         if (lp) write_legacy_logprobs(w, *lp); else w.null();
@@ -151,25 +149,13 @@ private:
             if (c % static_cast<size_t>(opts.n) == 0) prompt += state[c].prompt_tokens;
             completion += state[c].completion_tokens;
         }
-        if (stream) {
-            if (opts.include_usage) {
-                json_writer w;
-                w.begin_object().key("id").value(id).key("object").value("text_completion")
-                    .key("created").value(created).key("model").value(model)
-                    .key("choices").begin_array().end_array().key("usage");
-                write_usage(w, prompt, completion);
-                out.write(sse_data(w.end_object().str()));
-            }
-            out.write(std::string(k_sse_done));
-            out.end_stream();
-            return;
-        }
+        if (stream) return end_sse("text_completion", opts.include_usage, prompt, completion);
         for (const auto& s : state) {
             if (s.reason == engine::finish_reason::error) return send_status_error(out, s.error);
         }
         json_writer w;
-        w.begin_object().key("id").value(id).key("object").value("text_completion")
-            .key("created").value(created).key("model").value(model).key("choices").begin_array();
+        begin_envelope(w, "text_completion");
+        w.key("choices").begin_array();
         for (size_t c = 0; c < state.size(); ++c) {
             const auto& s = state[c];
             w.begin_object().key("index").value(static_cast<int64_t>(c)).key("text").value(s.full);
