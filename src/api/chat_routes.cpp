@@ -235,9 +235,9 @@ void handle_chat_completions(app_state& app, const http::request& req, const htt
     engine::engine* e = engine_or_503(app, out);
     if (!e) return;
     simdjson::dom::parser parser;
-    auto body = parse_json_object(parser, req);
-    if (!body) return send_status_error(out, body.error());
-    auto opts = parse_generation_options(body->get_object().value(), api_kind::chat, 0);
+    auto body = json_object_or_400(parser, req, out);
+    if (!body) return;
+    auto opts = parse_generation_options((*body), api_kind::chat, 0);
     if (!opts) return send_status_error(out, opts.error());
     if (status st = check_model_name(app, opts->model); !st) return send_status_error(out, st);
     auto chat = text::chat_request_from_openai_json(req.body);

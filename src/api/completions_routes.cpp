@@ -222,9 +222,9 @@ void handle_completions(app_state& app, const http::request& req, const http::re
     engine::engine* e = engine_or_503(app, out);
     if (!e) return;
     simdjson::dom::parser parser;
-    auto body = parse_json_object(parser, req);
-    if (!body) return send_status_error(out, body.error());
-    simdjson::dom::object obj = body->get_object().value();
+    auto obj_or = json_object_or_400(parser, req, out);
+    if (!obj_or) return;
+    simdjson::dom::object obj = *obj_or;
     auto opts = parse_generation_options(obj, api_kind::completion, 16);
     if (!opts) return send_status_error(out, opts.error());
     opts->max_tokens_given = true;  // the legacy API's default is 16 tokens, not the context

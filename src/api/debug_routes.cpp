@@ -12,10 +12,10 @@ void handle_debug_stall(app_state& app, const http::request& req, const http::re
     engine::engine* e = engine_or_503(app, out);
     if (!e) return;
     simdjson::dom::parser parser;
-    auto body = parse_json_object(parser, req);
-    if (!body) return send_status_error(out, body.error());
+    auto body = json_object_or_400(parser, req, out);
+    if (!body) return;
     int64_t ms = 0;
-    if (body->get_object().value()["ms"].get(ms) || ms < 0 || ms > 600000) {
+    if ((*body)["ms"].get(ms) || ms < 0 || ms > 600000) {
         return send_status_error(out, make_error(error_code::invalid_argument,
                                                  "'ms' must be an integer in [0, 600000]"));
     }

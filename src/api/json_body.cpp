@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "api/routes.h"
+
 namespace tandem::api {
 
 result<simdjson::dom::element> parse_json_object(simdjson::dom::parser& parser,
@@ -19,6 +21,17 @@ result<simdjson::dom::element> parse_json_object(simdjson::dom::parser& parser,
         return make_error(error_code::invalid_argument, "request body must be a JSON object");
     }
     return doc;
+}
+
+std::optional<simdjson::dom::object> json_object_or_400(simdjson::dom::parser& parser,
+                                                        const http::request& req,
+                                                        const http::responder& out) {
+    auto doc = parse_json_object(parser, req);
+    if (!doc) {
+        send_status_error(out, doc.error());
+        return std::nullopt;
+    }
+    return doc->get_object().value();
 }
 
 }  // namespace tandem::api

@@ -4,10 +4,12 @@
 
 #include <simdjson.h>
 
+#include <optional>
 #include <string>
 
 #include "core/status.h"
 #include "http/http_message.h"
+#include "http/server.h"
 
 namespace tandem::api {
 
@@ -15,5 +17,10 @@ namespace tandem::api {
 // Errors name what is wrong ("request body is not valid JSON: ...", "must be a JSON object").
 result<simdjson::dom::element> parse_json_object(simdjson::dom::parser& parser,
                                                  const http::request& req);
+
+// The same, answering the 400 itself: nothing when the body was refused.
+std::optional<simdjson::dom::object> json_object_or_400(simdjson::dom::parser& parser,
+                                                        const http::request& req,
+                                                        const http::responder& out);
 
 }  // namespace tandem::api

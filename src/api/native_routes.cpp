@@ -142,9 +142,9 @@ void handle_generate(app_state& app, const http::request& req, const http::respo
     engine::engine* e = engine_or_503(app, out);
     if (!e) return;
     simdjson::dom::parser parser;
-    auto body = parse_json_object(parser, req);
-    if (!body) return send_status_error(out, body.error());
-    simdjson::dom::object obj = body->get_object().value();
+    auto obj_or = json_object_or_400(parser, req, out);
+    if (!obj_or) return;
+    simdjson::dom::object obj = *obj_or;
     auto ids = read_input_ids(obj, e->vocab_size());
     if (!ids) return send_status_error(out, ids.error());
     element params_el;
@@ -184,9 +184,9 @@ void handle_abort_request(app_state& app, const http::request& req, const http::
     engine::engine* e = engine_or_503(app, out);
     if (!e) return;
     simdjson::dom::parser parser;
-    auto body = parse_json_object(parser, req);
-    if (!body) return send_status_error(out, body.error());
-    simdjson::dom::object obj = body->get_object().value();
+    auto obj_or = json_object_or_400(parser, req, out);
+    if (!obj_or) return;
+    simdjson::dom::object obj = *obj_or;
     std::vector<engine::request_id> ids;
     element el;
     if (!obj["abort_all"].get(el) && el.is_bool() && el.get_bool().value()) {

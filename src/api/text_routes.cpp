@@ -34,9 +34,9 @@ void handle_tokenize(app_state& app, const http::request& req, const http::respo
     auto tok = tokenizer_or_503(app, out);
     if (!tok) return;
     simdjson::dom::parser parser;
-    auto body = parse_json_object(parser, req);
-    if (!body) return send_status_error(out, body.error());
-    simdjson::dom::object obj = body->get_object().value();
+    auto obj_or = json_object_or_400(parser, req, out);
+    if (!obj_or) return;
+    simdjson::dom::object obj = *obj_or;
     std::vector<text::token_id> ids;
     element el;
     if (!obj["messages"].get(el)) {
@@ -70,10 +70,10 @@ void handle_detokenize(app_state& app, const http::request& req, const http::res
     auto tok = tokenizer_or_503(app, out);
     if (!tok) return;
     simdjson::dom::parser parser;
-    auto body = parse_json_object(parser, req);
-    if (!body) return send_status_error(out, body.error());
+    auto body = json_object_or_400(parser, req, out);
+    if (!body) return;
     element el;
-    if (body->get_object().value()["tokens"].get(el) || !el.is_array()) {
+    if ((*body)["tokens"].get(el) || !el.is_array()) {
         return send_status_error(out, make_error(error_code::invalid_argument,
                                                  "'tokens' must be an array of token ids"));
     }
@@ -97,8 +97,8 @@ void handle_render(app_state& app, const http::request& req, const http::respond
     auto tok = tokenizer_or_503(app, out);
     if (!tok) return;
     simdjson::dom::parser parser;
-    auto body = parse_json_object(parser, req);  // a clear 400 for invalid JSON first
-    if (!body) return send_status_error(out, body.error());
+    auto body = json_object_or_400(parser, req, out);  // a clear 400 for invalid JSON first
+    if (!body) return;
     auto chat = text::chat_request_from_openai_json(req.body);
     if (!chat) return send_status_error(out, chat.error());
     auto prompt = text::render_chat(*chat);
