@@ -7,6 +7,7 @@ texts tokenized by HF tokenizers on the same tokenizer.json (/tokenize).
 """
 import importlib.util
 import json
+import os
 import random
 from pathlib import Path
 
@@ -27,13 +28,20 @@ def load_tool(name):
 TOKENIZER = ROOT / "models" / "tokenizer" / "tokenizer.json"
 
 
+def fresh_seed():
+    """A fixed seed (unlike the stored corpora's) keeps CI repeatable; set
+    TANDEM_CONFORMANCE_SEED=random (or a number) to explore new inputs."""
+    chosen = os.environ.get("TANDEM_CONFORMANCE_SEED", "20261129")
+    return random.randrange(1 << 30) if chosen == "random" else int(chosen)
+
+
 def test_render_matches_deepseek_recipe_on_fresh_bodies(start_tandem):
     gen = load_tool("gen_chat_golden")
     t = start_tandem()
     tok = dr.Tokenizer.from_file(str(TOKENIZER))
     enc = dr.DeepseekV4Encoding()
     enc_tok = dr.DeepseekV4Encoding().with_tokenizer(tok)
-    seed = random.randrange(1 << 30)
+    seed = fresh_seed()
     rng = random.Random(seed)
     checked = rejected = 0
     for _ in range(120):
@@ -57,7 +65,7 @@ def test_tokenize_matches_hf_tokenizers_on_fresh_texts(start_tandem):
     gen = load_tool("gen_tokenizer_golden")
     t = start_tandem()
     hf = tokenizers.Tokenizer.from_file(str(TOKENIZER))
-    seed = random.randrange(1 << 30)
+    seed = fresh_seed()
     rng = random.Random(seed)
     pools = {"words": gen.MULTILINGUAL + gen.CODE + gen.PUBLISHED}
     for _ in range(200):
