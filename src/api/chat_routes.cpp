@@ -249,15 +249,9 @@ void handle_chat_completions(app_state& app, const http::request& req, const htt
     if (!ids) return send_status_error(out, ids.error());
 
     auto session = std::make_shared<chat_session>();
-    session->app = &app;
-    session->out = out;
-    session->http_id = req.request_id;
-    session->stream = opts->stream;
+    session->bind(app, req, out, opts->stream, "chatcmpl-");
     session->opts = *opts;
     session->tok = tok;
-    session->id = "chatcmpl-" + req.request_id;
-    session->model = app.cfg().model.served_name;
-    session->created = static_cast<int64_t>(std::time(nullptr));
     bool with_tools = !chat->tools.empty() && chat->tool_choice != text::tool_choice_kind::none;
     text::output_parser_options popts;
     popts.starts_in_reasoning = prompt->generation_starts_in_reasoning;

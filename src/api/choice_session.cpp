@@ -3,6 +3,7 @@
 #include "api/event_json.h"
 
 #include <algorithm>
+#include <ctime>
 
 namespace tandem::api {
 
@@ -28,6 +29,18 @@ std::string choice_text::finish() {
     detok_.finish(&tail);
     std::string out = stops_.push(tail).emit;
     return out + stops_.flush();
+}
+
+void choice_session::bind(app_state& app_ref, const http::request& req,
+                          const http::responder& responder, bool streaming,
+                          std::string_view id_prefix) {
+    app = &app_ref;
+    out = responder;
+    http_id = req.request_id;
+    stream = streaming;
+    id = std::string(id_prefix) + req.request_id;
+    model = app_ref.cfg().model.served_name;
+    created = static_cast<int64_t>(std::time(nullptr));
 }
 
 status choice_session::submit_all(engine::engine& eng_ref, std::vector<engine::submit_request> requests) {

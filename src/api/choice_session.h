@@ -42,6 +42,10 @@ class choice_session : public std::enable_shared_from_this<choice_session> {
 public:
     virtual ~choice_session() = default;
 
+    // Ties the session to its HTTP request: responder, ids ("<prefix><request id>"), model name.
+    void bind(app_state& app_ref, const http::request& req, const http::responder& responder,
+              bool streaming, std::string_view id_prefix);
+
     // Submits one engine request per entry; on the first error nothing stays running and the
     // error is returned (the handler answers it).
     status submit_all(engine::engine& eng, std::vector<engine::submit_request> requests);

@@ -182,16 +182,7 @@ result<std::vector<std::vector<int32_t>>> read_prompts(const simdjson::dom::obje
             return make_error(error_code::invalid_argument,
                               fmt::format("'{}' must be a string or an array of token ids", where));
         }
-        std::vector<int32_t> ids;
-        simdjson::dom::array arr = item.get_array().value();
-        for (element t : arr) {
-            if (!t.is_int64() || t.get_int64().value() < 0 || t.get_int64().value() >= vocab) {
-                return make_error(error_code::invalid_argument,
-                                  fmt::format("'{}[{}]' must be a token id in [0, {})", where, ids.size(), vocab));
-            }
-            ids.push_back(static_cast<int32_t>(t.get_int64().value()));
-        }
-        return ids;
+        return read_token_ids(item, where, vocab);
     };
     std::vector<std::vector<int32_t>> prompts;
     bool batch = e.is_array() && e.get_array().value().size() > 0 &&
@@ -234,15 +225,9 @@ void handle_completions(app_state& app, const http::request& req, const http::re
     if (!prompts) return send_status_error(out, prompts.error());
 
     auto session = std::make_shared<completion_session>();
-    session->app = &app;
-    session->out = out;
-    session->http_id = req.request_id;
-    session->stream = opts->stream;
+    session->bind(app, req, out, opts->stream, "cmpl-");
     session->opts = *opts;
     session->tok = tok;
-    session->id = "cmpl-" + req.request_id;
-    session->model = app.cfg().model.served_name;
-    session->created = static_cast<int64_t>(std::time(nullptr));
     std::vector<engine::submit_request> subs;
     for (const auto& prompt : *prompts) {
         for (int64_t i = 0; i < opts->n; ++i) {

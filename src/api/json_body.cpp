@@ -23,6 +23,24 @@ result<simdjson::dom::element> parse_json_object(simdjson::dom::parser& parser,
     return doc;
 }
 
+result<std::vector<int32_t>> read_token_ids(simdjson::dom::element e, std::string_view field,
+                                            int32_t vocab) {
+    if (!e.is_array()) {
+        return make_error(error_code::invalid_argument,
+                          fmt::format("'{}' must be an array of token ids", field));
+    }
+    std::vector<int32_t> ids;
+    simdjson::dom::array arr = e.get_array().value();
+    for (simdjson::dom::element t : arr) {
+        if (!t.is_int64() || t.get_int64().value() < 0 || t.get_int64().value() >= vocab) {
+            return make_error(error_code::invalid_argument,
+                              fmt::format("'{}[{}]' must be a token id in [0, {})", field, ids.size(), vocab));
+        }
+        ids.push_back(static_cast<int32_t>(t.get_int64().value()));
+    }
+    return ids;
+}
+
 std::optional<simdjson::dom::object> json_object_or_400(simdjson::dom::parser& parser,
                                                         const http::request& req,
                                                         const http::responder& out) {

@@ -22,19 +22,11 @@ using simdjson::dom::element;
 
 result<std::vector<int32_t>> read_input_ids(const simdjson::dom::object& body, int32_t vocab) {
     element e;
-    if (body["input_ids"].get(e) || !e.is_array()) {
+    if (body["input_ids"].get(e)) {
         return make_error(error_code::invalid_argument, "'input_ids' must be an array of token ids");
     }
-    std::vector<int32_t> ids;
-    simdjson::dom::array arr = e.get_array().value();
-    for (element t : arr) {
-        if (!t.is_int64() || t.get_int64().value() < 0 || t.get_int64().value() >= vocab) {
-            return make_error(error_code::invalid_argument,
-                              fmt::format("'input_ids[{}]' must be a token id in [0, {})", ids.size(), vocab));
-        }
-        ids.push_back(static_cast<int32_t>(t.get_int64().value()));
-    }
-    if (ids.empty()) return make_error(error_code::invalid_argument, "'input_ids' must not be empty");
+    auto ids = read_token_ids(e, "input_ids", vocab);
+    if (ids && ids->empty()) return make_error(error_code::invalid_argument, "'input_ids' must not be empty");
     return ids;
 }
 

@@ -73,20 +73,13 @@ void handle_detokenize(app_state& app, const http::request& req, const http::res
     auto body = json_object_or_400(parser, req, out);
     if (!body) return;
     element el;
-    if ((*body)["tokens"].get(el) || !el.is_array()) {
+    if ((*body)["tokens"].get(el)) {
         return send_status_error(out, make_error(error_code::invalid_argument,
                                                  "'tokens' must be an array of token ids"));
     }
-    std::vector<text::token_id> ids;
-    simdjson::dom::array arr = el.get_array().value();
-    for (element t : arr) {
-        if (!t.is_int64() || t.get_int64().value() < 0 || t.get_int64().value() >= tok->id_count()) {
-            return send_status_error(out, make_error(error_code::invalid_argument,
-                fmt::format("'tokens[{}]' must be a token id in [0, {})", ids.size(), tok->id_count())));
-        }
-        ids.push_back(static_cast<text::token_id>(t.get_int64().value()));
-    }
-    auto textv = tok->decode(ids);
+    auto ids = read_token_ids(el, "tokens", tok->id_count());
+    if (!ids) return send_status_error(out, ids.error());
+    auto textv = tok->decode(*ids);
     if (!textv) return send_status_error(out, textv.error());
     json_writer w;
     w.begin_object().key("prompt").value(*textv).end_object();
