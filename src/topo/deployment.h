@@ -44,6 +44,8 @@ class deployment {
     virtual std::optional<std::string> health_problem() const = 0;
     // Prometheus text for the deployment's own metrics (pd transfers, jobs, transport).
     virtual std::string render_metrics() const = 0;
+    // Where decode peers connect ("host:port"), when this process runs a tcp prefill side.
+    virtual std::string prefill_address() const { return {}; }
     // One line for the startup log.
     virtual std::string describe() const = 0;
 };

@@ -129,6 +129,7 @@ class pd_deployment final : public deployment {
     }
 
     std::string describe() const override { return describe_; }
+    std::string prefill_address() const override { return prefill_ ? prefill_->listening : ""; }
 
   private:
     std::string describe_;
