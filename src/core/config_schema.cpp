@@ -126,7 +126,8 @@ const std::vector<field>& table() {
          "First delay before redialing a lost peer; doubles on each failure.",
          REF(transport.reconnect_min_ms), 1, k_int_max),
         integer("transport", "reconnect_max_ms",
-         "Longest delay between redials; must be >= reconnect_min_ms.",
+         "Longest delay between redials, and the retry period of a peer that refused the "
+         "handshake; must be >= reconnect_min_ms.",
          REF(transport.reconnect_max_ms), 1, k_int_max),
         integer("transport", "max_frame_bytes",
          "Largest frame payload accepted; a larger one is treated as garbage and the link closed.",
