@@ -245,7 +245,9 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
                  true, out);
         }
     } else if (auto* a = std::get_if<abort_msg>(&in.msg)) {
-        if (transfer* t = find(a->request_id, in.peer)) {
+        if (transfers_.count(a->request_id) == 0) {
+            c_.unknown_aborts.fetch_add(1);  // not ours (an ABORT storm) or already ended
+        } else if (transfer* t = find(a->request_id, in.peer)) {
             fail(a->request_id, *t,
                  make_error(error_code::unavailable,
                             fmt::format("the prefill engine aborted the job ({})",
@@ -373,6 +375,7 @@ pd_decode_metrics decode_link::metrics() const {
     m.aborts_preempted = c_.by_cause[static_cast<int>(engine::release_cause::preempted)].load();
     m.abort_acks = c_.acks.load();
     m.unknown_acks = c_.unknown_acks.load();
+    m.unknown_aborts = c_.unknown_aborts.load();
     m.leases_expired = c_.leases.load();
     {
         std::lock_guard lock(mu_);

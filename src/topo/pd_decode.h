@@ -44,6 +44,7 @@ struct pd_decode_metrics {
     int64_t aborts_client = 0, aborts_deadline = 0, aborts_shutdown = 0, aborts_error = 0,
             aborts_preempted = 0;
     int64_t abort_acks = 0, unknown_acks = 0, leases_expired = 0;
+    int64_t unknown_aborts = 0;  // ABORTs from a prefill peer for requests not transferring
     int64_t peers_ready = 0;
     int64_t in_flight = 0;
     int64_t quarantined = 0;  // aborted requests whose pages wait for ABORT_ACK or the lease
@@ -122,7 +123,7 @@ class decode_link final : public engine::remote_prefill {
 
     struct counters {
         std::atomic<int64_t> ok{0}, failed{0}, aborted{0}, bytes{0}, checksum{0}, stale{0},
-            unexpected{0}, late{0}, acks{0}, unknown_acks{0}, leases{0}, in_flight{0},
+            unexpected{0}, late{0}, acks{0}, unknown_acks{0}, unknown_aborts{0}, leases{0}, in_flight{0},
             quarantined{0};
         std::atomic<int64_t> by_cause[5] = {};
     };

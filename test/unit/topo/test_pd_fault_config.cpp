@@ -39,6 +39,7 @@ int64_t metric_value(const std::string& text, const std::string& series) {
 struct run_result {
     std::vector<std::vector<int32_t>> tokens;
     int64_t decode_frames = 0;
+    int64_t unknown_aborts = 0;
     int64_t transfers_ok = 0;
 };
 
@@ -69,6 +70,7 @@ run_result run(const config& c, const std::vector<std::vector<int32_t>>& prompts
     const std::string m = (*dep)->render_metrics();
     r.decode_frames = metric_value(m, "tandem_pd_decode_transport_frames_received_total");
     r.transfers_ok = metric_value(m, "tandem_pd_transfers_total{result=\"ok\"}");
+    r.unknown_aborts = metric_value(m, "tandem_pd_unknown_aborts_total");
     return r;
 }
 
@@ -87,4 +89,7 @@ TEST_CASE("pd fault config: an abort storm from [transport] is delivered and har
     // protocol frames only), so the decode side receives four times as many.
     CHECK(calm.decode_frames > 3);
     CHECK(storm.decode_frames >= 3 * calm.decode_frames);
+    // Each storm ABORT was counted as unknown and dropped.
+    CHECK(calm.unknown_aborts == 0);
+    CHECK(storm.unknown_aborts >= 3 * (calm.decode_frames - 3));
 }
