@@ -78,7 +78,11 @@ class decode_link final : public engine::remote_prefill {
         pd_message msg;
         status why;
     };
+    // Keyed by job id: the id on the wire, fresh for every attempt, so a request re-sent after a
+    // preemption can never be confused with its aborted first attempt (whose writes, failure or
+    // ACK may still be on the way).
     struct transfer {
+        engine::request_id request = 0;
         transport::peer_id peer = 0;
         engine::sequence_id sequence = -1;
         std::unique_ptr<transfer_tracker> tracker;
@@ -116,8 +120,10 @@ class decode_link final : public engine::remote_prefill {
     std::string last_loss_;                          // why the last peer went away
 
     // Scheduler thread only.
-    std::unordered_map<uint64_t, transfer> transfers_;
-    std::unordered_map<uint64_t, transport::peer_id> quarantine_peer_;  // aborted → its peer
+    std::unordered_map<uint64_t, transfer> transfers_;               // job id → transfer
+    std::unordered_map<engine::request_id, uint64_t> job_of_;        // request → its job id
+    uint64_t next_job_ = 1;
+    std::unordered_map<uint64_t, transport::peer_id> quarantine_peer_;  // aborted job → peer
     abort_book aborts_;
     std::vector<inbound> draining_;
 
