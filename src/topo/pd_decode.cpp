@@ -361,8 +361,9 @@ void decode_link::expire(std::vector<engine::remote_prefill_result>& out) {
              false, out);
     }
     if (aborts_.size() > 0) {
-        const int64_t freed = aborts_.expire(seqs_->pool(), now_ns());
-        if (freed > 0) c_.leases.fetch_add(1);
+        const size_t before = aborts_.size();
+        (void)aborts_.expire(seqs_->pool(), now_ns());
+        c_.leases.fetch_add(static_cast<int64_t>(before - aborts_.size()));  // requests, not pages
         for (auto it = quarantine_peer_.begin(); it != quarantine_peer_.end();) {
             it = aborts_.pending(it->first) ? std::next(it) : quarantine_peer_.erase(it);
         }
