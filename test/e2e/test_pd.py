@@ -1,0 +1,664 @@
+"""The pd topology end to end (issue #7 §5): a prefill engine and a decode engine joined by a
+transport (inproc, tcp in one process, tcp across two processes) must give the tokens single
+gives, fail clearly under injected faults, never leak pages, and recover from peer death.
+
+Every pd answer is compared with the answer of a `--topology single` server run with the same
+model and cache dtypes (the oracle); those reference answers are cached for the whole module.
+"""
+import json
+import random
+import re
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pytest
+import requests
+
+from conftest import TandemServer, run_tandem
+
+# Small pages so that long prompts span several of them (tests may state sizes).
+PAGE_SIZE = 128
+POOL_BYTES = 256 << 20
+REQUEST_TIMEOUT = 300  # seconds a client waits for any one answer (a wedge fails the test)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command lines
+
+
+def cache_args(kv="fp8", idx="fp8"):
+    return ["--set", f"cache.kv_dtype={kv}", "--set", f"cache.index_k_dtype={idx}",
+            "--set", f"cache.page_size={PAGE_SIZE}", "--set", f"cache.memory_bytes={POOL_BYTES}"]
+
+
+def transport_args(**keys):
+    out = []
+    for key, value in keys.items():
+        out += ["--set", f"transport.{key}={value}"]
+    return out
+
+
+def pd_args(kind, role="both", **keys):
+    """`--topology pd` in one process (role both) or one side of it; tcp listens on a free port."""
+    args = ["--topology", "pd"]
+    if role != "both":
+        args += ["--role", role]
+    keys = {"kind": kind, **keys}
+    if kind == "tcp" and role in ("both", "prefill"):
+        keys.setdefault("listen_port", 0)
+    return args + transport_args(**keys)
+
+
+def peers_value(*ports):
+    return json.dumps([f"127.0.0.1:{p}" for p in ports])
+
+
+PEERS_RE = r"accepting decode peers on ([^:\s]+):(\d+)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Workload: native /generate requests and multi-turn chat sessions, from a seeded RNG.
+
+WORDS = ("river stone cloud lantern pepper orbit violet engine harbor quartz meadow signal "
+         "copper falcon tunnel garden winter ladder planet cobalt marble thunder island "
+         "velvet anchor spiral ember canyon pixel saddle glacier comet harvest bridge "
+         "silver mango puzzle rocket willow cactus beacon tundra oyster kernel nickel").split()
+
+
+@dataclass(frozen=True)
+class Generate:
+    """POST /generate with token ids; the answer is (output ids, finish reason)."""
+    ids: tuple
+    max_tokens: int
+    temperature: float = 0.0
+    seed: int | None = None
+    ignore_eos: bool = False
+
+
+@dataclass(frozen=True)
+class ChatSession:
+    """User turns sent one after another, each carrying the whole history with the replies
+    this same server gave; the answer is, per turn, (tokens, finish reason)."""
+    turns: tuple
+    max_tokens: tuple
+    temperature: float = 0.0
+    seed: int | None = None
+
+
+def prompt_words(rng):
+    # Mostly short; some medium; some long enough to span several pages.
+    size = rng.choices([(2, 20), (30, 90), (150, 300)], weights=[6, 3, 1])[0]
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(*size)))
+
+
+def make_workload(seed, sessions, generates):
+    rng = random.Random(seed)
+    items = []
+    for i in range(sessions):
+        n = rng.randint(2, 3)
+        sampled = i % 5 == 4  # every fifth session samples with a fixed seed
+        items.append(ChatSession(turns=tuple(prompt_words(rng) for _ in range(n)),
+                                 max_tokens=tuple(rng.randint(8, 24) for _ in range(n)),
+                                 temperature=0.8 if sampled else 0.0,
+                                 seed=1000 + i if sampled else None))
+    for i in range(generates):
+        length = rng.choice([1, 3, rng.randint(5, 60), rng.randint(PAGE_SIZE, 3 * PAGE_SIZE)])
+        sampled = i % 4 == 3
+        items.append(Generate(ids=tuple([0] + [rng.randrange(10, 20000) for _ in range(length)]),
+                              max_tokens=rng.randint(8, 24),
+                              temperature=0.9 if sampled else 0.0,
+                              seed=2000 + i if sampled else None))
+    rng.shuffle(items)
+    return items
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a workload item. Outcome: ("ok", answer) or ("error", status, message).
+
+
+def clear_error(r):
+    """The failure answer a client may get from pd: 5xx with an OpenAI-style error body.
+    Returns ("error", status, message); anything else fails the test."""
+    assert r.status_code >= 500, (r.status_code, r.text[:500])
+    try:
+        err = r.json()["error"]
+    except (ValueError, KeyError, TypeError):
+        raise AssertionError(f"{r.status_code} without an OpenAI error body: {r.text[:500]!r}")
+    assert isinstance(err.get("message"), str) and err["message"], err
+    assert isinstance(err.get("type"), str) and err["type"], err
+    return ("error", r.status_code, err["message"])
+
+
+def sampling_of(item):
+    params = {"temperature": item.temperature}
+    if item.seed is not None:
+        params["seed"] = item.seed
+    return params
+
+
+def run_generate(url, item, stream=False):
+    params = {"max_tokens": item.max_tokens, **sampling_of(item)}
+    if item.ignore_eos:
+        params["ignore_eos"] = True
+    body = {"input_ids": list(item.ids), "sampling_params": params, "stream": stream}
+    r = requests.post(url + "/generate", json=body, timeout=REQUEST_TIMEOUT, stream=stream)
+    if r.status_code != 200:
+        return clear_error(r)
+    if not stream:
+        out = r.json()
+        assert len(out["output_ids"]) == out["usage"]["completion_tokens"]
+        return ("ok", (tuple(out["output_ids"]), out["finish_reason"]))
+    ids, finish, done = [], None, False
+    for line in r.iter_lines(decode_unicode=True):
+        if not line:
+            continue
+        assert line.startswith("data: "), line
+        data = line[len("data: "):]
+        if data == "[DONE]":
+            done = True
+            break
+        event = json.loads(data)
+        if "error" in event:  # an error event ends the stream
+            assert event["error"]["message"], event
+            return ("error", 200, event["error"]["message"])
+        ids += event["output_ids"]
+        finish = event["finish_reason"] or finish
+    assert done and finish, f"stream ended without [DONE] or a finish reason: {ids}"
+    return ("ok", (tuple(ids), finish))
+
+
+def run_chat(url, item):
+    messages, turns = [], []
+    for text, max_tokens in zip(item.turns, item.max_tokens):
+        messages.append({"role": "user", "content": text})
+        body = {"messages": messages, "max_tokens": max_tokens, "logprobs": True,
+                **sampling_of(item)}
+        r = requests.post(url + "/v1/chat/completions", json=body, timeout=REQUEST_TIMEOUT)
+        if r.status_code != 200:
+            return clear_error(r)
+        choice = r.json()["choices"][0]
+        tokens = tuple((e["token"], tuple(e["bytes"])) for e in choice["logprobs"]["content"])
+        assert len(tokens) == r.json()["usage"]["completion_tokens"]
+        turns.append((tokens, choice["finish_reason"], choice["message"].get("content")))
+        messages.append({"role": "assistant", "content": choice["message"].get("content") or ""})
+    return ("ok", tuple(turns))
+
+
+def run_item(url, item, stream=False):
+    if isinstance(item, Generate):
+        return run_generate(url, item, stream)
+    return run_chat(url, item)
+
+
+def run_wave(url, items, streams=(), workers=64):
+    """All items at once; `streams` holds the indexes sent as streams."""
+    with ThreadPoolExecutor(min(workers, len(items))) as pool:
+        futures = [pool.submit(run_item, url, it, i in streams) for i, it in enumerate(items)]
+        return [f.result() for f in futures]
+
+
+def describe_mismatches(items, got, want, limit=5):
+    lines = []
+    for i, (it, g, w) in enumerate(zip(items, got, want)):
+        if g != w:
+            lines.append(f"#{i} {type(it).__name__} prompt_len="
+                         f"{len(it.ids) if isinstance(it, Generate) else [len(t) for t in it.turns]}"
+                         f"\n   got  {str(g)[:300]}\n   want {str(w)[:300]}")
+    return f"{len(lines)} of {len(items)} differ:\n" + "\n".join(lines[:limit])
+
+
+def assert_identical(items, got, want):
+    assert got == want, describe_mismatches(items, got, want)
+
+
+def assert_failed_clearly_or_identical(items, got, want):
+    """The fault rule: an answer is a clear error or exactly the single answer."""
+    wrong = [i for i, (g, w) in enumerate(zip(got, want)) if g[0] == "ok" and g != w]
+    assert not wrong, describe_mismatches([items[i] for i in wrong], [got[i] for i in wrong],
+                                          [want[i] for i in wrong])
+
+
+# ---------------------------------------------------------------------------------------------
+# The single-topology oracle, cached for the module.
+
+
+class References:
+    """Answers of `--topology single` per cache dtype pair; one single server alive at a time."""
+
+    def __init__(self):
+        self.server, self.dtypes, self.answers = None, None, {}
+
+    def _server(self, dtypes):
+        if self.dtypes != dtypes:
+            self.close()
+            self.server = TandemServer(cache_args(*dtypes)).wait_healthy()
+            self.dtypes = dtypes
+        return self.server
+
+    def __call__(self, items, kv="fp8", idx="fp8"):
+        dtypes = (kv, idx)
+        missing = list(dict.fromkeys(it for it in items if (dtypes, it) not in self.answers))
+        if missing:
+            url = self._server(dtypes).url
+            for it, out in zip(missing, run_wave(url, missing, workers=16)):
+                assert out[0] == "ok", f"single failed on {it}: {out}"
+                self.answers[(dtypes, it)] = out
+        return [self.answers[(dtypes, it)] for it in items]
+
+    def close(self):
+        if self.server:
+            self.server.kill()
+        self.server, self.dtypes = None, None
+
+
+@pytest.fixture(scope="module")
+def single():
+    refs = References()
+    yield refs
+    refs.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics and health
+
+
+SERIES_RE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})?\s+(\S+)\s*$", re.M)
+LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+class Metrics:
+    def __init__(self, text):
+        self.series = [(m.group(1), dict(LABEL_RE.findall(m.group(2) or "")), float(m.group(3)))
+                       for m in SERIES_RE.finditer(text)]
+
+    def has(self, name):
+        return any(n == name for n, _, _ in self.series)
+
+    def __call__(self, name, **labels):
+        """Sum of the series named `name` whose labels include `labels`; the name must exist."""
+        found = [v for n, ls, v in self.series
+                 if n == name and all(ls.get(k) == v2 for k, v2 in labels.items())]
+        assert found, f"/metrics has no {name}{labels or ''}"
+        return sum(found)
+
+
+def scrape(t):
+    r = requests.get(t.url + "/metrics", timeout=10)
+    assert r.status_code == 200
+    return Metrics(r.text)
+
+
+def wait_until(predicate, timeout, step=0.1):
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value or time.time() >= deadline:
+            return value
+        time.sleep(step)
+
+
+def assert_idle_without_leaks(t, timeout=15):
+    """Once idle every decode page is free and nothing is quarantined (abort_lease_ms is small
+    in these tests, so `timeout` bounds the wait)."""
+    def clean():
+        m = scrape(t)
+        ok = (m("tandem_running_requests") == 0 and m("tandem_queue_depth") == 0
+              and m("tandem_pages_free") == m("tandem_pages_total")
+              and m("tandem_pd_quarantined_requests") == 0
+              and m("tandem_pd_transfers_in_flight") == 0)
+        return m if ok else None
+    if not wait_until(clean, timeout, 0.2):
+        m = scrape(t)
+        raise AssertionError(
+            "not idle and clean within {}s: running={} queued={} pages_free={} pages_total={} "
+            "quarantined={} transfers_in_flight={}".format(
+                timeout, m("tandem_running_requests"), m("tandem_queue_depth"),
+                m("tandem_pages_free"), m("tandem_pages_total"),
+                m("tandem_pd_quarantined_requests"), m("tandem_pd_transfers_in_flight")))
+
+
+def health(t):
+    try:
+        r = requests.get(t.url + "/health", timeout=5)
+    except requests.RequestException as e:
+        return None, str(e)
+    return r.status_code, r.text
+
+
+def wait_health(t, status, timeout):
+    got = wait_until(lambda: health(t)[0] == status, timeout)
+    assert got, f"/health never answered {status} within {timeout}s; last: {health(t)}\n{t.log[-3000:]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# (a) equivalence: pd (inproc, tcp) gives single's tokens for every cache dtype pair.
+
+# The full load (64 sessions) on two combinations; a smaller one on the rest keeps CI time sane.
+FULL_LOAD = {("fp8", "fp8", "inproc"), ("bf16", "fp4", "tcp")}
+DTYPES = [(kv, idx) for kv in ("fp8", "bf16") for idx in ("fp8", "bf16", "fp4")]
+
+
+@pytest.mark.parametrize("kind", ["inproc", "tcp"])
+@pytest.mark.parametrize("kv,idx", DTYPES)
+def test_pd_tokens_are_identical_to_single(start_tandem, single, kv, idx, kind):
+    full = (kv, idx, kind) in FULL_LOAD
+    items = make_workload(seed=7 if full else 11, sessions=64 if full else 6,
+                          generates=24 if full else 6)
+    want = single(items, kv, idx)
+    t = start_tandem(*cache_args(kv, idx), *pd_args(kind))
+    before = scrape(t)
+    got = run_wave(t.url, items)
+    assert_identical(items, got, want)
+    m = scrape(t)
+    # Each request went through the transport: the pd metrics moved.
+    assert m("tandem_pd_transfers_total", result="ok") - before("tandem_pd_transfers_total",
+                                                                result="ok") >= len(items)
+    assert m("tandem_pd_transfer_bytes_total") > before("tandem_pd_transfer_bytes_total")
+    assert m("tandem_pd_transfer_seconds_count") > before("tandem_pd_transfer_seconds_count")
+    assert m("tandem_pd_transfers_total", result="failed") == 0
+    assert m("tandem_pd_checksum_failures_total") == 0
+    assert m("tandem_pd_prefill_peers_ready") >= 1
+    assert_idle_without_leaks(t)
+
+
+def test_pd_streams_match_single(start_tandem, single):
+    items = [it for it in make_workload(seed=3, sessions=0, generates=12)]
+    want = single(items)
+    t = start_tandem(*cache_args(), *pd_args("tcp"))
+    got = run_wave(t.url, items, streams=set(range(len(items))))
+    assert_identical(items, got, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) mass abort while transfers are in flight, then a second wave identical to single.
+
+
+def open_raw_generate(port, ids, max_tokens):
+    body = json.dumps({"input_ids": ids, "sampling_params": {"max_tokens": max_tokens,
+                                                            "ignore_eos": True}})
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(f"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+              f"Content-Type: application/json\r\n\r\n{body}".encode())
+    return s
+
+
+def test_mass_abort_during_transfers_leaks_nothing(start_tandem, single):
+    t = start_tandem(*cache_args(), "--set", "scheduler.max_running_requests=64",
+                     *pd_args("tcp", abort_lease_ms=500, fault_delay_ms=50,
+                              transfer_timeout_ms=60000))
+    rng = random.Random(5)
+    prompts = [[0] + [rng.randrange(10, 20000) for _ in range(rng.randint(PAGE_SIZE, 4 * PAGE_SIZE))]
+               for _ in range(48)]
+    answers = []
+
+    def long_request(ids):
+        try:
+            r = requests.post(t.url + "/generate", timeout=60, json={
+                "input_ids": ids, "sampling_params": {"max_tokens": 4000, "ignore_eos": True}})
+            answers.append(r.status_code)
+        except requests.RequestException as e:
+            answers.append(repr(e))
+
+    threads = [threading.Thread(target=long_request, args=(p,)) for p in prompts[:32]]
+    for th in threads:
+        th.start()
+    sockets = [open_raw_generate(t.port, p, 4000) for p in prompts[32:]]
+    in_flight = wait_until(lambda: scrape(t)("tandem_pd_transfers_in_flight") > 0, 20, 0.02)
+    assert in_flight, "no transfer was ever in flight: the abort would not hit the window"
+    for s in sockets:  # client disconnects
+        s.close()
+    r = requests.post(t.url + "/abort_request", json={"abort_all": True}, timeout=10)
+    assert r.status_code == 200 and r.json()["aborted"] > 0, r.text
+    for th in threads:
+        th.join(30)
+    assert not any(th.is_alive() for th in threads), "aborted requests did not end within 30s"
+    assert len(answers) == 32
+    assert_idle_without_leaks(t)
+    m = scrape(t)
+    assert m("tandem_pd_aborts_total", cause="client") >= 1
+    assert m("tandem_pd_transfers_total", result="aborted") >= 1
+    assert health(t)[0] == 200
+    items = make_workload(seed=21, sessions=8, generates=8)
+    assert_identical(items, run_wave(t.url, items), single(items))
+    assert_idle_without_leaks(t)
+
+
+# ---------------------------------------------------------------------------------------------
+# (c) injected faults: each request fails clearly or gets single's tokens; no wedge; no leak.
+
+FAULTS = {
+    "delay": dict(fault_delay_ms=5),
+    "stall": dict(fault_stall_ms=6000, fault_stall_after_frames=40),
+    "drop": dict(fault_drop_after_frames=40),
+    "corrupt": dict(fault_corrupt_probability=0.05),
+    "abort_storm": dict(fault_abort_storm="true"),
+}
+
+
+def fault_trace(name, m):
+    """What a fault must leave in the decode's /metrics."""
+    failed = m("tandem_pd_transfers_total", result="failed")
+    if name == "corrupt":
+        assert m("tandem_pd_checksum_failures_total") >= 1
+        assert failed >= 1
+    elif name == "stall":
+        assert m("tandem_pd_aborts_total", cause="deadline") + failed >= 1
+    elif name == "drop":
+        assert failed >= 1
+
+
+def retry_until_ok(url, item, attempts=4):
+    for _ in range(attempts):
+        out = run_item(url, item)
+        if out[0] == "ok":
+            return out
+    return out
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_injected_fault_fails_clearly_or_matches_single(start_tandem, single, fault):
+    t = start_tandem(*cache_args(), *pd_args(
+        "tcp", transfer_timeout_ms=3000, abort_lease_ms=500, reconnect_min_ms=50,
+        reconnect_max_ms=500, fault_seed=1234, **FAULTS[fault]))
+    items = make_workload(seed=31, sessions=8, generates=16)
+    want = single(items)
+    start = time.time()
+    got = run_wave(t.url, items, streams={i for i, it in enumerate(items)
+                                          if isinstance(it, Generate) and i % 3 == 0})
+    elapsed = time.time() - start
+    assert elapsed < 120, f"the wave took {elapsed:.0f}s: something waited without a deadline"
+    assert_failed_clearly_or_identical(items, got, want)
+    wait_health(t, 200, 20)
+    assert_idle_without_leaks(t)
+    fault_trace(fault, scrape(t))
+    if fault == "delay":
+        assert all(g[0] == "ok" for g in got), "a 5 ms delay must not fail requests"
+    # Second wave: identical to single (a request hit again by a standing fault may retry).
+    second = make_workload(seed=32, sessions=4, generates=8)
+    with ThreadPoolExecutor(len(second)) as pool:
+        again = list(pool.map(lambda it: retry_until_ok(t.url, it), second))
+    assert_identical(second, again, single(second))
+    assert health(t)[0] == 200
+    assert_idle_without_leaks(t)
+
+
+# ---------------------------------------------------------------------------------------------
+# (d) two processes: kill -9 the prefill under load, restart it, the decode reconnects.
+
+
+def start_prefill(start_tandem, *extra, port=0, dtypes=("fp8", "fp8")):
+    p = start_tandem(*cache_args(*dtypes), *pd_args("tcp", role="prefill", listen_port=port),
+                     *extra)
+    m = p.wait_for_log(PEERS_RE)
+    return p, int(m.group(2))
+
+
+def start_decode(start_tandem, prefill_port, *extra, dtypes=("fp8", "fp8")):
+    d = start_tandem(*cache_args(*dtypes), *pd_args(
+        "tcp", role="decode", peers=peers_value(prefill_port), reconnect_min_ms=50,
+        reconnect_max_ms=500, abort_lease_ms=500, transfer_timeout_ms=5000), *extra,
+        healthy=False)
+    return d.wait_listening()
+
+
+def test_two_processes_survive_prefill_death(start_tandem, single):
+    prefill, port = start_prefill(start_tandem, "--set", "transport.fault_delay_ms=30")
+    decode = start_decode(start_tandem, port)
+    wait_health(decode, 200, 60)
+    warm = make_workload(seed=41, sessions=4, generates=4)
+    assert_identical(warm, run_wave(decode.url, warm), single(warm))
+
+    rng = random.Random(43)
+    load = [Generate(ids=tuple([0] + [rng.randrange(10, 20000)
+                                      for _ in range(rng.randint(PAGE_SIZE, 4 * PAGE_SIZE))]),
+                     max_tokens=16) for _ in range(24)]
+    want = single(load)
+    results = [None] * len(load)
+
+    def one(i):
+        results[i] = (run_item(decode.url, load[i]), time.time())
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(load))]
+    for th in threads:
+        th.start()
+    assert wait_until(lambda: scrape(decode)("tandem_pd_transfers_in_flight") > 0, 20, 0.02), \
+        "no transfer in flight to interrupt"
+    prefill.kill()  # SIGKILL
+    killed_at = time.time()
+    for th in threads:
+        th.join(40)
+    assert not any(th.is_alive() for th in threads), "requests wedged after the prefill died"
+    outs = [r[0] for r in results]
+    assert_failed_clearly_or_identical(load, outs, want)
+    assert any(o[0] == "error" for o in outs), "no request was in flight when the prefill died"
+    last_end = max(r[1] for r in results)
+    assert last_end - killed_at < 15, "in-flight requests took over 15s to end after the kill"
+
+    wait_health(decode, 503, 10)
+    code, text = health(decode)
+    assert "prefill peer" in json.loads(text)["error"]["message"], text
+    start = time.time()
+    r = requests.post(decode.url + "/generate", json={"input_ids": [0, 5, 6]}, timeout=10)
+    assert r.status_code == 503 and time.time() - start < 3, (r.status_code, r.text)
+    assert r.headers.get("Retry-After")
+    assert r.json()["error"]["message"]
+    assert scrape(decode)("tandem_pd_prefill_peers_ready") == 0
+
+    start_prefill(start_tandem, port=port)  # same port: the decode finds it again
+    wait_health(decode, 200, 30)
+    assert scrape(decode)("tandem_pd_prefill_peers_ready") == 1
+    wave = make_workload(seed=45, sessions=8, generates=8)
+    assert_identical(wave, run_wave(decode.url, wave), single(wave))
+    assert_idle_without_leaks(decode)
+
+
+def test_decode_waits_for_its_prefill_and_answers_503_meanwhile(start_tandem, single):
+    # A port nobody listens on (bound then released): the decode keeps retrying.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free_port = s.getsockname()[1]
+    decode = start_decode(start_tandem, free_port)
+    time.sleep(0.5)
+    code, text = health(decode)
+    assert code == 503 and "prefill peer" in json.loads(text)["error"]["message"], text
+    for path, body in [("/generate", {"input_ids": [0, 1, 2]}),
+                       ("/v1/completions", {"prompt": "hello", "max_tokens": 3}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]})]:
+        start = time.time()
+        r = requests.post(decode.url + path, json=body, timeout=10)
+        assert r.status_code == 503 and time.time() - start < 3, (path, r.status_code, r.text)
+        assert r.headers.get("Retry-After"), path
+        assert r.json()["error"]["message"], path
+    # The prefill arrives late on that port; the decode connects by itself.
+    start_prefill(start_tandem, port=free_port)
+    wait_health(decode, 200, 30)
+    items = make_workload(seed=47, sessions=2, generates=4)
+    assert_identical(items, run_wave(decode.url, items), single(items))
+
+
+# ---------------------------------------------------------------------------------------------
+# (e) a layout mismatch is refused at the handshake.
+
+
+def test_layout_mismatch_is_refused_naming_both_layouts(start_tandem):
+    _, port = start_prefill(start_tandem, dtypes=("fp8", "bf16"))
+    decode = start_decode(start_tandem, port, dtypes=("fp8", "fp8"))
+    line = decode.wait_for_log(r"(?=.*bf16)(?=.*fp8).*", timeout=20)
+    assert line
+    time.sleep(1.0)  # several reconnect attempts: none may succeed
+    code, text = health(decode)
+    assert code == 503, text
+    message = json.loads(text)["error"]["message"]
+    assert "bf16" in message and "fp8" in message, message
+    r = requests.post(decode.url + "/generate", json={"input_ids": [0, 1, 2]}, timeout=10)
+    assert r.status_code == 503, r.text
+    assert scrape(decode)("tandem_pd_prefill_peers_ready") == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Roles, /health_generate, misconfiguration.
+
+
+def test_prefill_role_serves_health_but_refuses_generation(start_tandem):
+    prefill, _ = start_prefill(start_tandem)
+    assert requests.get(prefill.url + "/health", timeout=5).status_code == 200
+    for path, body in [("/generate", {"input_ids": [0, 1, 2]}),
+                       ("/v1/completions", {"prompt": "hello", "max_tokens": 3}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]})]:
+        r = requests.post(prefill.url + path, json=body, timeout=10)
+        assert r.status_code == 503, (path, r.status_code, r.text)
+        err = r.json()["error"]
+        assert "prefill" in err["message"] and err["type"], (path, err)
+    m = scrape(prefill)
+    assert m("tandem_pd_jobs_in_flight") == 0
+    assert m.has("tandem_pd_jobs_total") and m.has("tandem_pd_bytes_sent_total")
+
+
+def test_prefill_metrics_count_jobs_of_its_decode(start_tandem, single):
+    prefill, port = start_prefill(start_tandem)
+    decode = start_decode(start_tandem, port)
+    wait_health(decode, 200, 60)
+    items = make_workload(seed=51, sessions=0, generates=6)
+    assert_identical(items, run_wave(decode.url, items), single(items))
+    p, d = scrape(prefill), scrape(decode)
+    assert p("tandem_pd_jobs_total", result="ok") >= len(items)
+    assert p("tandem_pd_bytes_sent_total") == d("tandem_pd_transfer_bytes_total") > 0
+    assert p("tandem_pd_jobs_in_flight") == 0
+
+
+@pytest.mark.parametrize("kind", ["inproc", "tcp"])
+def test_health_generate_goes_through_the_transport(start_tandem, kind):
+    t = start_tandem(*cache_args(), *pd_args(kind))
+    before = scrape(t)("tandem_pd_transfers_total", result="ok")
+    r = requests.get(t.url + "/health_generate", timeout=30)
+    assert r.status_code == 200 and r.json()["status"] == "ok", r.text
+    assert scrape(t)("tandem_pd_transfers_total", result="ok") >= before + 1
+
+
+def test_health_generate_on_a_decode_without_prefill_is_503(start_tandem):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free_port = s.getsockname()[1]
+    decode = start_decode(start_tandem, free_port)
+    start = time.time()
+    r = requests.get(decode.url + "/health_generate", timeout=30)
+    assert r.status_code == 503 and time.time() - start < 10, r.text
+
+
+@pytest.mark.parametrize("args,keys", [
+    (["--topology", "pd", "--role", "decode", "--set", "transport.kind=inproc"],
+     ["topology.role", "transport.kind"]),
+    (["--topology", "pd", "--role", "prefill", "--set", "transport.kind=inproc"],
+     ["topology.role", "transport.kind"]),
+    (["--topology", "single", "--role", "prefill"], ["topology.role", "topology.mode"]),
+    (["--topology", "single", "--role", "decode"], ["topology.role", "topology.mode"]),
+    (["--topology", "pd", "--role", "decode", "--set", "transport.kind=tcp"], ["transport.peers"]),
+])
+def test_role_and_transport_misconfigurations_exit_naming_the_keys(args, keys):
+    r = run_tandem("--port", "0", "--model", "models/tiny", *args, timeout=60)
+    assert r.returncode != 0, r.stdout + r.stderr
+    for key in keys:
+        assert key in r.stderr, (key, r.stderr)
