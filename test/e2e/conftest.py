@@ -47,9 +47,12 @@ class TandemServer:
         return f"http://127.0.0.1:{self.port}"
 
     def wait_listening(self, timeout=30):
-        if not self._listening.wait(timeout):
-            self.kill()
-            raise AssertionError(f"tandem did not start listening:\n{self.log}")
+        deadline = time.time() + timeout
+        while not self._listening.wait(0.1):
+            if self.proc.poll() is not None or time.time() >= deadline:  # exited: fail now
+                self.kill()
+                self._reader.join(5)
+                raise AssertionError(f"tandem did not start listening:\n{self.log}")
         return self
 
     def wait_for_log(self, pattern, timeout=30):
