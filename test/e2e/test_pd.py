@@ -9,6 +9,7 @@ import json
 import random
 import re
 import socket
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -658,7 +659,10 @@ def test_health_generate_on_a_decode_without_prefill_is_503(start_tandem):
     (["--topology", "pd", "--role", "decode", "--set", "transport.kind=tcp"], ["transport.peers"]),
 ])
 def test_role_and_transport_misconfigurations_exit_naming_the_keys(args, keys):
-    r = run_tandem("--port", "0", "--model", "models/tiny", *args, timeout=60)
+    try:
+        r = run_tandem("--port", "0", "--model", "models/tiny", *args, timeout=15)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"tandem {' '.join(args)} started serving instead of exiting")
     assert r.returncode != 0, r.stdout + r.stderr
     for key in keys:
         assert key in r.stderr, (key, r.stderr)
