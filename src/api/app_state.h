@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "text/tokenizer.h"
 #include "http/server.h"
+#include "topo/deployment.h"
 
 namespace tandem::api {
 
@@ -50,6 +51,11 @@ public:
     void attach_engine(engine::engine* e) { engine_.store(e); }
     engine::engine* engine() const { return engine_.load(); }
 
+    // The topology behind the engine (pd health, metrics, a prefill-only process); null while
+    // starting.
+    void attach_deployment(topo::deployment* d) { deployment_.store(d); }
+    topo::deployment* deployment() const { return deployment_.load(); }
+
     // Which engine requests serve which HTTP request (for /abort_request and disconnects).
     void track(const std::string& http_id, engine::request_id id);
     void untrack(const std::string& http_id, engine::request_id id);
@@ -64,6 +70,7 @@ private:
     std::string detail_ = "starting";
     const http::server* server_ = nullptr;
     std::atomic<engine::engine*> engine_{nullptr};
+    std::atomic<topo::deployment*> deployment_{nullptr};
     std::shared_ptr<const text::tokenizer> tokenizer_;
     mutable std::mutex tracked_mu_;
     std::unordered_map<std::string, std::vector<engine::request_id>> tracked_;

@@ -16,6 +16,8 @@ void handle_health(app_state& app, const http::request&, const http::responder& 
                 problem = "stopping: the server is shutting down";
             } else if (auto p = app.liveness().problem(app.cfg().scheduler.stall_timeout_ms)) {
                 problem = *p;
+            } else if (topo::deployment* d = app.deployment()) {
+                if (auto why = d->health_problem()) problem = *why;
             }
             break;
     }

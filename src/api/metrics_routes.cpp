@@ -68,6 +68,7 @@ void handle_metrics(app_state& app, const http::request&, const http::responder&
                                               "Duration of one lockstep scheduler step");
         text += m.batch_size.render_prometheus("tandem_batch_size", "Sequences per step");
     }
+    if (topo::deployment* d = app.deployment()) text += d->render_metrics();
     out.send({200, {}, std::move(text), "text/plain; version=0.0.4"});
 }
 

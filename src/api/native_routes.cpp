@@ -122,6 +122,11 @@ struct generate_session {
 
 engine::engine* engine_or_503(app_state& app, const http::responder& out) {
     engine::engine* e = app.engine();
+    topo::deployment* d = app.deployment();
+    if (!e && d != nullptr && app.state() == serving_state::serving) {
+        http::send_error(out, 503, d->no_engine_reason(), "unavailable_error");
+        return nullptr;
+    }
     if (!e || app.state() != serving_state::serving) {
         http::send_error(out, 503, "the model is not ready: " + app.state_detail(),
                          "unavailable_error", {{"Retry-After", "1"}});

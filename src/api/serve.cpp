@@ -12,8 +12,8 @@
 #include "core/log.h"
 #include "http/server.h"
 #include "cache/plan_command.h"
-#include "engine/cpu_engine.h"
 #include "text/tokenizer.h"
+#include "topo/deployment.h"
 
 namespace tandem::api {
 namespace {
@@ -69,7 +69,7 @@ void raise_descriptor_limit(int64_t wanted) {
 
 // Loading runs beside the HTTP loop, so /health can say "starting" (503) instead of refusing
 // connections while a large checkpoint loads.
-status load_serving_state(app_state& app, std::unique_ptr<engine::engine>* engine_out) {
+status load_serving_state(app_state& app, std::unique_ptr<topo::deployment>* out) {
     const config& cfg = app.cfg();
     std::string tok_path = cfg.model.path + "/tokenizer.json";
     app.set_state(serving_state::starting, "loading the tokenizer from " + tok_path);
@@ -90,20 +90,20 @@ status load_serving_state(app_state& app, std::unique_ptr<engine::engine>* engin
     }
 
     app.set_state(serving_state::starting, "loading the model from " + cfg.model.path);
-    auto eng = engine::make_cpu_engine(cfg, &app.liveness());
-    if (!eng) return eng.error().with_context("model.path = \"" + cfg.model.path + "\"");
-    *engine_out = std::move(*eng);
-    app.attach_engine(engine_out->get());
+    auto dep = topo::deployment::create(cfg, app.liveness());
+    if (!dep) return dep.error().with_context("model.path = \"" + cfg.model.path + "\"");
+    *out = std::move(*dep);
+    TANDEM_LOG_INFO("topology: {}", (*out)->describe());
+    app.attach_deployment(out->get());
+    app.attach_engine((*out)->api_engine());
     return status::ok();
 }
 
 }  // namespace
 
 int run_server(const config& cfg) {
-    if (cfg.topology.mode == "pd") {
-        // The pd transports and protocol exist (src/transport, src/topo) but the two engines are
-        // not joined through them yet: refuse rather than silently serve single.
-        TANDEM_LOG_ERROR("topology.mode = \"pd\" is not available in this build yet; use \"single\"");
+    if (status st = topo::validate_topology(cfg); !st) {
+        TANDEM_LOG_ERROR("startup failed: {}", st.message());
         return 2;
     }
     app_state app(cfg);
@@ -126,9 +126,9 @@ int run_server(const config& cfg) {
     TANDEM_LOG_INFO("listening on http://{}:{} (topology {}, model {})", cfg.server.host, *port,
                     cfg.topology.mode, cfg.model.served_name);
     int exit_code = 0;
-    std::unique_ptr<engine::engine> eng;  // outlives the HTTP loop: in-flight requests drain first
+    std::unique_ptr<topo::deployment> dep;  // outlives the HTTP loop: in-flight requests drain first
     std::thread loader([&] {
-        status st = load_serving_state(app, &eng);
+        status st = load_serving_state(app, &dep);
         if (!st) {
             TANDEM_LOG_ERROR("startup failed: {}", st.message());
             app.set_state(serving_state::failed, st.message());
@@ -142,7 +142,8 @@ int run_server(const config& cfg) {
     srv.run();
     loader.join();
     app.attach_engine(nullptr);
-    eng.reset();  // stops the scheduler; requests still queued end with an error event
+    app.attach_deployment(nullptr);
+    dep.reset();  // stops the engines; requests still queued end with an error event
     if (exit_code == 0) {
         app.set_state(serving_state::stopping);
         TANDEM_LOG_INFO("shut down cleanly");

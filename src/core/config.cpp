@@ -196,12 +196,22 @@ result<value> value_from_text(const field& f, std::string_view text, std::string
             return value{std::string(text)};
         }
         case field_type::string_list: {
+            // "a,b" or the TOML spelling '["a", "b"]': items are trimmed and unquoted.
+            if (text.size() >= 2 && text.front() == '[' && text.back() == ']') {
+                text = text.substr(1, text.size() - 2);
+            }
             std::vector<std::string> items;
             size_t start = 0;
             while (start <= text.size() && !text.empty()) {
                 size_t comma = text.find(',', start);
                 if (comma == std::string_view::npos) comma = text.size();
-                if (comma > start) items.emplace_back(text.substr(start, comma - start));
+                std::string_view item = text.substr(start, comma - start);
+                while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+                while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+                if (item.size() >= 2 && item.front() == '"' && item.back() == '"') {
+                    item = item.substr(1, item.size() - 2);
+                }
+                if (!item.empty()) items.emplace_back(item);
                 start = comma + 1;
             }
             return value{std::move(items)};

@@ -2,28 +2,22 @@
 
 #include "cache/plan_command.h"
 #include "engine/cpu_executor.h"
-#include "engine/pool_capacity.h"
-#include "engine/scheduler.h"
 #include "model/model.h"
 
 namespace tandem::engine {
 
-namespace {
-
-scheduler_options scheduler_options_from(const config& cfg, liveness_registry* liveness) {
+scheduler_options scheduler_options_from(const config& cfg, std::shared_ptr<heartbeat> beat) {
     scheduler_options so;
     so.max_running_requests = cfg.scheduler.max_running_requests;
     so.max_queued_requests = cfg.scheduler.max_queued_requests;
     so.max_prefill_tokens = cfg.scheduler.max_prefill_tokens;
     so.max_context_tokens = cfg.scheduler.max_context_tokens;
     so.queue_timeout_ms = cfg.scheduler.queue_timeout_ms;
-    if (liveness != nullptr) so.loop_heartbeat = liveness->add("scheduler");
+    so.loop_heartbeat = std::move(beat);
     return so;
 }
 
-}  // namespace
-
-result<std::unique_ptr<engine>> make_cpu_engine(const config& cfg, liveness_registry* liveness) {
+result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg) {
     result<model::model_options> mo =
         model::model_options_from(cfg.model.numerics, cfg.backend.threads);
     if (!mo) return mo.error();
@@ -42,11 +36,19 @@ result<std::unique_ptr<engine>> make_cpu_engine(const config& cfg, liveness_regi
         plan->layout, cache::pool_options{plan->memory_bytes, plan->split.num_slots});
     if (!pool) return pool.error().with_context("creating the cache pool");
 
-    auto seqs = std::make_shared<pool_sequences>(std::move(pool.value()));
-    auto exec = std::make_unique<cpu_executor>(std::move(m.value()), seqs);
-    auto cap = std::make_unique<pool_capacity>(seqs);
+    cpu_engine_parts parts;
+    parts.sequences = std::make_shared<pool_sequences>(std::move(pool.value()));
+    parts.executor = std::make_unique<cpu_executor>(std::move(m.value()), parts.sequences);
+    parts.cap = std::make_unique<pool_capacity>(parts.sequences);
+    return parts;
+}
+
+result<std::unique_ptr<engine>> make_cpu_engine(const config& cfg, liveness_registry* liveness) {
+    result<cpu_engine_parts> parts = make_cpu_engine_parts(cfg);
+    if (!parts) return parts.error();
     std::unique_ptr<engine> eng = std::make_unique<scheduler>(
-        std::move(exec), std::move(cap), scheduler_options_from(cfg, liveness));
+        std::move(parts->executor), std::move(parts->cap),
+        scheduler_options_from(cfg, liveness ? liveness->add("scheduler") : nullptr));
     return eng;
 }
 

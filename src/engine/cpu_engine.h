@@ -9,14 +9,30 @@
 #include "core/liveness.h"
 #include "core/status.h"
 #include "engine/engine.h"
+#include "engine/model_executor.h"
+#include "engine/pool_capacity.h"
+#include "engine/scheduler.h"
 
 namespace tandem::engine {
 
+// The pieces of one CPU engine before its scheduler starts (pd builds two and wires them).
+struct cpu_engine_parts {
+    std::unique_ptr<model_executor> executor;
+    std::unique_ptr<tandem::engine::capacity> cap;
+    std::shared_ptr<pool_sequences> sequences;  // the pool, shared by executor and capacity
+};
+
 // Keys read: model.path, model.numerics, backend.threads, cache.kv_dtype, cache.index_k_dtype,
 // cache.page_size, cache.memory_bytes, cache.memory_fraction, scheduler.max_running_requests
-// (also the pool's sequence slots), scheduler.max_queued_requests, scheduler.max_prefill_tokens,
-// scheduler.max_context_tokens, scheduler.queue_timeout_ms. When `liveness` is given, the
-// scheduler loop registers its heartbeat there as "scheduler" (so /health sees a stall).
+// (also the pool's sequence slots).
+result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg);
+
+// The [scheduler] limits: max_running_requests, max_queued_requests, max_prefill_tokens,
+// max_context_tokens, queue_timeout_ms. `beat` is the loop's heartbeat (null: a private one).
+scheduler_options scheduler_options_from(const config& cfg, std::shared_ptr<heartbeat> beat);
+
+// Parts + scheduler. When `liveness` is given, the scheduler loop registers its heartbeat there
+// as "scheduler" (so /health sees a stall).
 result<std::unique_ptr<engine>> make_cpu_engine(const config& cfg,
                                                 liveness_registry* liveness = nullptr);
 

@@ -24,6 +24,14 @@ void pool_sequences::destroy(sequence_id id) {
     slots_.erase(it);
 }
 
+cache::slot_ref pool_sequences::detach(sequence_id id) {
+    auto it = slots_.find(id);
+    TANDEM_CHECK_MSG(it != slots_.end(), "detach of an unknown sequence");
+    cache::slot_ref s = it->second;
+    slots_.erase(it);
+    return s;
+}
+
 cache::slot_ref pool_sequences::slot(sequence_id id) const {
     auto it = slots_.find(id);
     TANDEM_CHECK_MSG(it != slots_.end(), "unknown sequence");

@@ -27,6 +27,9 @@ class pool_sequences {
     // every slot is taken.
     result<sequence_id> create();
     void destroy(sequence_id id);
+    // The slot leaves this table WITHOUT being freed: the caller now owns it (pd: an aborted
+    // transfer's slot and pages go to quarantine until the prefill side acknowledges).
+    cache::slot_ref detach(sequence_id id);
     cache::slot_ref slot(sequence_id id) const;  // CHECKs the id is live
     int64_t live() const { return static_cast<int64_t>(slots_.size()); }
 

@@ -25,6 +25,7 @@ struct request {
     std::vector<int32_t> prompt;
     sampling_params params;
     event_sink sink;
+    std::function<status(sequence_id)> on_prefilled;  // pd prefill side (see submit_request)
     uint64_t seed = 0;  // params.seed, or drawn from the process RNG at submit
 
     state_record state;
@@ -55,6 +56,7 @@ struct request {
         int64_t p = static_cast<int64_t>(prompt.size());
         return i < p ? prompt[static_cast<size_t>(i)] : output[static_cast<size_t>(i - p)];
     }
+    bool transferring() const { return state.state == request_state::transferring; }
     bool wants_prompt_logprobs() const {
         return params.prompt_logprobs && prompt_logprobs_next < static_cast<int64_t>(prompt.size());
     }

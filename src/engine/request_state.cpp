@@ -12,6 +12,8 @@ const char* request_state_name(request_state s) {
             return "queued";
         case request_state::prefilling:
             return "prefilling";
+        case request_state::transferring:
+            return "transferring";
         case request_state::decoding:
             return "decoding";
         case request_state::finished:
@@ -35,7 +37,9 @@ bool can_transition(request_state from, request_state to) {
     if (to == rs::finished || to == rs::aborted || to == rs::failed) return true;
     switch (from) {
         case rs::queued:
-            return to == rs::prefilling;
+            return to == rs::prefilling || to == rs::transferring;
+        case rs::transferring:
+            return to == rs::decoding || to == rs::queued;
         case rs::prefilling:
             return to == rs::decoding || to == rs::queued;
         case rs::decoding:

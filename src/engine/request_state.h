@@ -4,8 +4,10 @@
 // below and records why it happened, so a request's history can be read back (logs, tests) and
 // an impossible edge is a TANDEM_CHECK failure at the place it was attempted.
 //
-//   queued     → prefilling (admitted) | finished (API stop before start)
-//              | aborted | failed (queue timeout, engine stopping)
+//   queued     → prefilling (admitted) | transferring (admitted, prefilled remotely: pd)
+//              | finished (API stop before start) | aborted | failed (queue timeout, stopping)
+//   transferring → decoding (state landed verified, first token from the prefill engine)
+//              | queued (preempted) | finished | aborted | failed (transfer failed)
 //   prefilling → decoding (first token of this run sampled) | queued (preempted)
 //              | finished | aborted | failed
 //   decoding   → queued (preempted) | finished | aborted | failed
@@ -23,6 +25,7 @@ namespace tandem::engine {
 enum class request_state {
     queued,      // accepted, waiting for admission (no model state, no cache capacity held)
     prefilling,  // admitted: processing prompt (+ earlier output after preemption) in chunks
+    transferring,  // admitted (pd decode): a prefill engine computes the prompt; state lands here
     decoding,    // generating one token per step
     finished,    // ended normally: stop token, EOS, max_tokens, context limit, API stop
     aborted,     // cancelled by the client or an operator

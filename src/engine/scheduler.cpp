@@ -21,6 +21,7 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
     : opt_(std::move(opt)),
       executor_(std::move(executor)),
       capacity_(std::move(cap)),
+      remote_(opt_.remote),
       heartbeat_(opt_.loop_heartbeat ? opt_.loop_heartbeat
                                      : std::make_shared<heartbeat>("scheduler")),
       vocab_(executor_->vocab_size()),
@@ -32,10 +33,20 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
     // A request alone must always fit in the cache, or preemption could not guarantee progress.
     context_limit_ = std::min(limit, capacity_->max_tokens_per_request());
     publish_stats();
+    if (remote_) {
+        remote_->set_wake([this] {
+            {
+                std::lock_guard lock(inbox_mu_);
+                kicked_ = true;
+            }
+            inbox_cv_.notify_one();
+        });
+    }
     thread_ = std::thread([this] { run(); });
 }
 
 scheduler::~scheduler() {
+    if (remote_) remote_->set_wake({});  // the transport must not wake a scheduler being destroyed
     {
         std::lock_guard lock(inbox_mu_);
         stopping_ = true;
@@ -78,8 +89,17 @@ status scheduler::validate(const submit_request& req) const {
     return status::ok();
 }
 
-result<request_id> scheduler::submit(submit_request req) {
+result<request_id> scheduler::submit(submit_request req) { return submit(std::move(req), {}); }
+
+result<request_id> scheduler::submit(submit_request req, prefilled_hook on_prefilled) {
     TANDEM_RETURN_IF_ERROR(validate(req));
+    if (remote_) {
+        // pd: without a reachable prefill engine the request could only wait; say so now (503).
+        if (std::optional<std::string> why = remote_->unavailable()) {
+            c_.rejected.fetch_add(1);
+            return make_error(error_code::unavailable, *why);
+        }
+    }
     const int64_t limit = opt_.max_running_requests + opt_.max_queued_requests;
     if (in_flight_.fetch_add(1) >= limit) {
         in_flight_.fetch_sub(1);
@@ -95,6 +115,7 @@ result<request_id> scheduler::submit(submit_request req) {
     r->prompt = std::move(req.prompt);
     r->params = std::move(req.params);
     r->sink = std::move(req.sink);
+    r->on_prefilled = std::move(on_prefilled);
     if (r->params.seed) {
         r->seed = *r->params.seed;
     } else {
@@ -167,16 +188,30 @@ bool scheduler::wait_for_work() {
     std::unique_lock lock(inbox_mu_);
     for (;;) {
         if (stopping_) return false;
-        if (!inbox_.empty() || !running_.empty() || !ended_.empty()) break;
+        if (!inbox_.empty() || kicked_ || !ended_.empty() || has_local_work()) break;
+        const bool transfers = remote_ && remote_->busy();
         // Queued requests with nothing running are always admissible (a lone request fits
         // the cache), so only an empty scheduler sleeps.
-        if (!waiting_.empty()) break;
+        if (!waiting_.empty() && !transfers) break;
+        if (transfers || !running_.empty() || !waiting_.empty()) {
+            // Only transfers in flight (or quarantined pages): poll them for deadlines and
+            // leases; a transport message wakes us sooner (kicked_).
+            inbox_cv_.wait_for(lock, std::chrono::milliseconds(opt_.remote_poll_ms));
+            break;
+        }
         check_idle_integrity();
         heartbeat_->set_pending(false);
         inbox_cv_.wait(lock);
     }
+    kicked_ = false;
     heartbeat_->set_pending(true);
     return true;
+}
+
+// A running request the model must compute this step (not waiting for a remote prefill).
+bool scheduler::has_local_work() const {
+    return std::any_of(running_.begin(), running_.end(),
+                       [](const auto& r) { return !r->transferring(); });
 }
 
 // With no request left, nothing may hold cache or model state and no request may be lost:
@@ -197,6 +232,7 @@ void scheduler::step() {
     }
     const double t0 = monotonic_seconds();
     drain_inbox();
+    poll_remote();
     expire_queued();
     admit();
     reserve_capacity();
@@ -289,22 +325,88 @@ void scheduler::admit() {
         r.sequence = *seq;
         TANDEM_CHECK(capacity_->allocate(r.sequence, need));
         r.computed = 0;
-        transition(r.state, request_state::prefilling,
-                   r.started ? fmt::format("re-admitted: recompute {} tokens", need)
-                             : std::string("admitted"));
+        // pd: a fresh request's prompt is prefilled remotely; a preempted one that already
+        // produced tokens is recomputed here (see scheduler_options::remote).
+        const bool remote = remote_ && r.output.empty();
+        if (remote && !start_remote(r)) {
+            sweep_ended();
+            continue;
+        }
+        if (!remote) {
+            transition(r.state, request_state::prefilling,
+                       r.started ? fmt::format("re-admitted: recompute {} tokens", need)
+                                 : std::string("admitted"));
+        }
         r.started = true;
         running_.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
     }
 }
 
-void scheduler::end_request(request& r, request_state to, finish_reason why, status err,
-                            std::string reason) {
-    if (r.sequence >= 0) {
+// --- pd decode side: remote prefill ----------------------------------------------------------
+
+// False when the request ended instead (no prefill engine, or the job could not be sent).
+bool scheduler::start_remote(request& r) {
+    status st;
+    if (std::optional<std::string> why = remote_->unavailable()) {
+        st = make_error(error_code::unavailable, *why);
+    } else {
+        st = remote_->start({r.id, r.sequence, r.prompt, &r.params, r.seed});
+    }
+    if (st.is_ok()) {
+        transition(r.state, request_state::transferring, "admitted: prefill job sent");
+        return true;
+    }
+    end_request(r, request_state::failed, finish_reason::error,
+                st.with_context("sending the prefill job"), "prefill job not sent");
+    return false;
+}
+
+void scheduler::poll_remote() {
+    if (!remote_) return;
+    remote_results_.clear();
+    remote_->poll(remote_results_);
+    for (remote_prefill_result& res : remote_results_) {
+        auto it = live_.find(res.id);
+        if (it == live_.end() || !it->second->transferring()) continue;  // ended meanwhile
+        request& r = *it->second;
+        if (!res.error.is_ok()) {
+            end_request(r, request_state::failed, finish_reason::error,
+                        res.error.with_context("prefill transfer failed"), "transfer failed");
+            continue;
+        }
+        r.computed = static_cast<int64_t>(r.prompt.size());
+        if (r.params.prompt_logprobs) {
+            r.prompt_logprobs = std::move(res.prompt_logprobs);
+            r.prompt_logprobs_next = static_cast<int64_t>(r.prompt.size());
+        }
+        commit_sampled(r, res.first_token, std::move(res.first_logprobs));
+    }
+}
+
+static release_cause cause_of_ending(request_state to, const status& err) {
+    if (to != request_state::failed) return release_cause::client;  // abort or API stop
+    if (err.code() == error_code::deadline_exceeded) return release_cause::deadline;
+    if (err.code() == error_code::unavailable) return release_cause::shutdown;
+    return release_cause::error;
+}
+
+// Drops a request's sequence; a transferring one goes back through the remote (it may still be
+// written into by the prefill engine).
+void scheduler::release_sequence(request& r, release_cause cause) {
+    if (r.sequence < 0) return;
+    if (r.transferring()) {
+        remote_->release(r.id, r.sequence, cause);
+    } else {
         capacity_->free(r.sequence);
         executor_->free_sequence(r.sequence);
-        r.sequence = -1;
     }
+    r.sequence = -1;
+}
+
+void scheduler::end_request(request& r, request_state to, finish_reason why, status err,
+                            std::string reason) {
+    release_sequence(r, cause_of_ending(to, err));
     r.reason = why;
     r.error = std::move(err);
     transition(r.state, to, std::move(reason));

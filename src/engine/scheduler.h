@@ -31,6 +31,7 @@
 #include "engine/capacity.h"
 #include "engine/engine.h"
 #include "engine/model_executor.h"
+#include "engine/remote_prefill.h"
 #include "engine/request.h"
 
 namespace tandem::engine {
@@ -46,6 +47,12 @@ struct scheduler_options {
     std::shared_ptr<tandem::heartbeat> loop_heartbeat;  // null: a private one (tests)
     // Test hook, called on the scheduler thread at the start of every step with work.
     std::function<void(uint64_t step)> before_step;
+    // pd decode side: prompts of new requests are prefilled by this (remote_prefill.h); null in
+    // single topology and on the prefill side. A request preempted after it produced tokens is
+    // recomputed locally (its tokens are then not a prompt a prefill engine could sample from).
+    std::shared_ptr<remote_prefill> remote;
+    // How often a scheduler with transfers in flight and nothing to compute polls them.
+    int64_t remote_poll_ms = 2;
 };
 
 class scheduler final : public engine {
@@ -55,6 +62,11 @@ class scheduler final : public engine {
     ~scheduler() override;  // fails every unfinished request (unavailable), joins the thread
 
     result<request_id> submit(submit_request req) override;
+    // pd prefill side: `on_prefilled` is called on the scheduler thread once the prompt is
+    // computed and the first token sampled, while the sequence still holds the prompt's state
+    // (before the request's final event). It ships that state; an error fails the request.
+    using prefilled_hook = std::function<status(sequence_id)>;
+    result<request_id> submit(submit_request req, prefilled_hook on_prefilled);
     void abort(request_id id) override;
     void finish(request_id id) override;
     engine_stats stats() const override;
@@ -83,6 +95,10 @@ class scheduler final : public engine {
     void apply_end_request(request_id id, bool abort);
     void expire_queued();
     void admit();
+    bool start_remote(request& r);
+    void poll_remote();
+    void release_sequence(request& r, release_cause cause);
+    bool has_local_work() const;
     void end_request(request& r, request_state to, finish_reason why, status err,
                      std::string reason);
     void sweep_ended();
@@ -98,11 +114,13 @@ class scheduler final : public engine {
     void commit_prompt_logprobs(request& r, const plan_item& item, const step_output& out,
                                 size_t index);
     void commit_token(request& r, std::span<const float> row);
+    void commit_sampled(request& r, int32_t token, position_logprobs&& logprobs);
     void emit();
 
     scheduler_options opt_;
     std::unique_ptr<model_executor> executor_;
     std::unique_ptr<capacity> capacity_;
+    std::shared_ptr<remote_prefill> remote_;
     std::shared_ptr<heartbeat> heartbeat_;
     int32_t vocab_ = 0;
     int32_t eos_ = -1;
@@ -113,6 +131,7 @@ class scheduler final : public engine {
     std::condition_variable inbox_cv_;
     std::vector<inbox_msg> inbox_;
     bool stopping_ = false;  // under inbox_mu_
+    bool kicked_ = false;    // under inbox_mu_: the remote has results for poll()
     std::atomic<request_id> next_id_{1};
     std::atomic<int64_t> in_flight_{0};  // accepted, final event not yet sent
     std::atomic<int64_t> stall_ms_{0};
@@ -127,6 +146,7 @@ class scheduler final : public engine {
     uint64_t step_no_ = 0;
     step_output out_;             // reused every step: no per-step logits allocation
     std::vector<float> scratch_;  // the sampler's working row
+    std::vector<remote_prefill_result> remote_results_;  // reused every step
 
     // Published for stats() (relaxed atomics: a scrape may mix two steps).
     struct counters {

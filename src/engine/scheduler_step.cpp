@@ -31,9 +31,7 @@ void scheduler::reserve_capacity() {
 void scheduler::preempt_newest() {
     std::unique_ptr<request> r = std::move(running_.back());
     running_.pop_back();
-    capacity_->free(r->sequence);
-    executor_->free_sequence(r->sequence);
-    r->sequence = -1;
+    release_sequence(*r, release_cause::preempted);
     transition(r->state, request_state::queued,
                fmt::format("preempted: cache full; {} tokens to recompute", r->total_tokens()));
     r->computed = 0;
@@ -51,6 +49,7 @@ step_plan scheduler::build_plan() {
     int64_t budget = opt_.max_prefill_tokens;
     for (const auto& rp : running_) {
         request& r = *rp;
+        if (r.transferring()) continue;  // its prompt is being computed by a prefill engine
         const int64_t total = r.total_tokens();
         const int64_t remaining = total - r.computed;
         TANDEM_CHECK(remaining >= 1);
@@ -120,6 +119,12 @@ void scheduler::commit_prompt_logprobs(request& r, const plan_item& item, const 
 void scheduler::commit_token(request& r, std::span<const float> row) {
     sample_context ctx{r.prompt, r.output, r.seed, static_cast<uint64_t>(r.output.size())};
     sample_result s = sample_token(row, r.params, ctx, scratch_);
+    commit_sampled(r, s.token, std::move(s.logprobs));
+}
+
+// A token sampled here or, in pd, by the prefill engine (the first one): recorded, timed, and
+// checked against every stop condition, identically in both topologies.
+void scheduler::commit_sampled(request& r, int32_t token, position_logprobs&& logprobs) {
     const double now = monotonic_seconds();
     if (r.first_token_s < 0) {
         r.first_token_s = now;
@@ -128,16 +133,26 @@ void scheduler::commit_token(request& r, std::span<const float> row) {
         itl_.observe(now - r.last_token_s);
     }
     r.last_token_s = now;
-    r.output.push_back(s.token);
-    if (r.params.logprobs >= 0) r.pending_logprobs.push_back(std::move(s.logprobs));
+    r.output.push_back(token);
+    if (r.params.logprobs >= 0) r.pending_logprobs.push_back(std::move(logprobs));
     c_.generated_tokens.fetch_add(1);
     if (r.state.state == request_state::prefilling) {
         transition(r.state, request_state::decoding, "prefill done, first token sampled");
+    } else if (r.transferring()) {
+        transition(r.state, request_state::decoding, "state landed verified, first token from prefill");
+    }
+    if (r.on_prefilled && r.output.size() == 1) {
+        // pd prefill side: ship the prompt's state while the sequence still holds it.
+        if (status st = r.on_prefilled(r.sequence); !st.is_ok()) {
+            end_request(r, request_state::failed, finish_reason::error,
+                        st.with_context("sending the prefilled state"), "transfer send failed");
+            return;
+        }
     }
     const auto& stops = r.params.stop_token_ids;
-    const bool is_eos = !r.params.ignore_eos && s.token == eos_;
-    if (is_eos || std::find(stops.begin(), stops.end(), s.token) != stops.end()) {
-        r.stop_token = s.token;
+    const bool is_eos = !r.params.ignore_eos && token == eos_;
+    if (is_eos || std::find(stops.begin(), stops.end(), token) != stops.end()) {
+        r.stop_token = token;
         end_request(r, request_state::finished, finish_reason::stop, status::ok(),
                     is_eos ? "eos" : "stop token");
     } else if (static_cast<int64_t>(r.output.size()) >= r.params.max_tokens) {

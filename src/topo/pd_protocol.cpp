@@ -61,14 +61,22 @@ void put(wire_writer& w, const refuse_msg& m) {
 void put(wire_writer& w, const ping_msg& m) { w.u64(m.nonce); }
 void put(wire_writer& w, const pong_msg& m) { w.u64(m.nonce); }
 void put(wire_writer& w, const prefill_sampling& s) {
-    w.f32(s.temperature);
-    w.f32(s.top_p);
+    w.f64(s.temperature);
+    w.f64(s.top_p);
     w.i32(s.top_k);
-    w.f32(s.min_p);
+    w.f64(s.min_p);
+    w.f64(s.repetition_penalty);
+    w.f64(s.presence_penalty);
+    w.f64(s.frequency_penalty);
     w.u64(s.seed);
-    w.u8(s.has_seed ? 1 : 0);
-    w.u8(s.logprobs ? 1 : 0);
-    w.i32(s.top_logprobs);
+    w.i32(s.logprobs);
+    w.u8(s.prompt_logprobs ? 1 : 0);
+}
+void put(wire_writer& w, const token_logprob& t) { w.i32(t.token); w.f32(t.logprob); }
+void put(wire_writer& w, const scored_position& p) {
+    put(w, token_logprob{p.token, p.logprob});
+    w.u32(static_cast<uint32_t>(p.top.size()));
+    for (const token_logprob& t : p.top) put(w, t);
 }
 void put(wire_writer& w, const prefill_job_msg& m) {
     w.u64(m.request_id);
@@ -104,9 +112,11 @@ void put(wire_writer& w, const prefill_done_msg& m) {
     w.i32(m.first_token);
     w.f32(m.first_logprob);
     w.u32(static_cast<uint32_t>(m.top_logprobs.size()));
-    for (const token_logprob& t : m.top_logprobs) { w.i32(t.token); w.f32(t.logprob); }
+    for (const token_logprob& t : m.top_logprobs) put(w, t);
     w.u32(m.writes_sent);
     w.u64(m.transfer_checksum);
+    w.u32(static_cast<uint32_t>(m.prompt_logprobs.size()));
+    for (const scored_position& p : m.prompt_logprobs) put(w, p);
 }
 void put(wire_writer& w, const abort_msg& m) { w.u64(m.request_id); w.u8(static_cast<uint8_t>(m.cause)); }
 void put(wire_writer& w, const abort_ack_msg& m) { w.u64(m.request_id); }
@@ -151,7 +161,6 @@ transport::frame encode_message(const pd_message& m) {
 
 namespace {
 
-bool finite_in(float v, float lo, float hi) { return std::isfinite(v) && v >= lo && v <= hi; }
 
 bool get(wire_reader& r, hello_msg& m) {
     m.protocol_version = r.u16();
@@ -166,21 +175,40 @@ bool get(wire_reader& r, refuse_msg& m) { m.reason = r.str(transport::k_max_reas
 bool get(wire_reader& r, ping_msg& m) { m.nonce = r.u64(); return true; }
 bool get(wire_reader& r, pong_msg& m) { m.nonce = r.u64(); return true; }
 
+bool finite_in(double v, double lo, double hi) { return std::isfinite(v) && v >= lo && v <= hi; }
+
 bool get(wire_reader& r, prefill_sampling& s) {
-    s.temperature = r.f32();
-    s.top_p = r.f32();
+    s.temperature = r.f64();
+    s.top_p = r.f64();
     s.top_k = r.i32();
-    s.min_p = r.f32();
+    s.min_p = r.f64();
+    s.repetition_penalty = r.f64();
+    s.presence_penalty = r.f64();
+    s.frequency_penalty = r.f64();
     s.seed = r.u64();
-    const uint8_t has_seed = r.u8();
-    const uint8_t logprobs = r.u8();
-    s.has_seed = has_seed == 1;
-    s.logprobs = logprobs == 1;
-    s.top_logprobs = r.i32();
-    return has_seed <= 1 && logprobs <= 1 && finite_in(s.temperature, 0.0f, 1e6f) &&
-           std::isfinite(s.top_p) && s.top_p > 0.0f && s.top_p <= 1.0f && s.top_k >= 0 &&
-           finite_in(s.min_p, 0.0f, 1.0f) && s.top_logprobs >= 0 &&
-           s.top_logprobs <= k_max_top_logprobs;
+    s.logprobs = r.i32();
+    const uint8_t prompt_logprobs = r.u8();
+    s.prompt_logprobs = prompt_logprobs == 1;
+    return prompt_logprobs <= 1 && finite_in(s.temperature, 0.0, 1e6) &&
+           std::isfinite(s.top_p) && s.top_p > 0.0 && s.top_p <= 1.0 && s.top_k >= 0 &&
+           finite_in(s.min_p, 0.0, 1.0) && std::isfinite(s.repetition_penalty) &&
+           s.repetition_penalty > 0.0 && std::isfinite(s.presence_penalty) &&
+           std::isfinite(s.frequency_penalty) && s.logprobs >= -1 &&
+           s.logprobs <= k_max_top_logprobs;
+}
+bool get(wire_reader& r, token_logprob& t) {
+    t.token = r.i32();
+    t.logprob = r.f32();
+    return t.token >= 0 && !std::isnan(t.logprob);
+}
+bool get(wire_reader& r, scored_position& p) {
+    token_logprob head;
+    bool ok = get(r, head);
+    p.token = head.token;
+    p.logprob = head.logprob;
+    p.top.resize(r.count(8, static_cast<size_t>(k_max_top_logprobs)));
+    for (token_logprob& t : p.top) ok = get(r, t) && ok;
+    return ok;
 }
 bool get(wire_reader& r, prefill_job_msg& m) {
     m.request_id = r.u64();
@@ -225,16 +253,14 @@ bool get(wire_reader& r, prefill_done_msg& m) {
     m.request_id = r.u64();
     m.first_token = r.i32();
     m.first_logprob = r.f32();
-    const uint32_t n = r.count(8, static_cast<size_t>(k_max_top_logprobs));
-    m.top_logprobs.resize(n);
+    m.top_logprobs.resize(r.count(8, static_cast<size_t>(k_max_top_logprobs)));
     bool ok = true;
-    for (token_logprob& t : m.top_logprobs) {
-        t.token = r.i32();
-        t.logprob = r.f32();
-        ok = ok && t.token >= 0 && !std::isnan(t.logprob);
-    }
+    for (token_logprob& t : m.top_logprobs) ok = get(r, t) && ok;
     m.writes_sent = r.u32();
     m.transfer_checksum = r.u64();
+    // Each position is at least 12 bytes (token, logprob, count).
+    m.prompt_logprobs.resize(r.count(12, k_max_job_tokens));
+    for (scored_position& p : m.prompt_logprobs) ok = get(r, p) && ok;
     return ok && m.first_token >= 0 && !std::isnan(m.first_logprob);
 }
 bool get(wire_reader& r, abort_msg& m) {

@@ -60,16 +60,21 @@ struct refuse_msg { std::string reason; };
 struct ping_msg { uint64_t nonce = 0; };
 struct pong_msg { uint64_t nonce = 0; };
 
-// What prefill needs to sample the first token exactly as single topology would.
+// What prefill needs to sample the first token exactly as single topology would: the full
+// sampling parameters (doubles, as the engine holds them: a float round trip could move a top_p
+// boundary) and the seed the decode side resolved at submit, so prefill and decode draw from the
+// same stream. Stop conditions stay on the decode side, which commits the first token.
 struct prefill_sampling {
-    float temperature = 0.0f;  // 0 = greedy
-    float top_p = 1.0f;        // (0, 1]
-    int32_t top_k = 0;         // 0 = off
-    float min_p = 0.0f;        // [0, 1]
+    double temperature = 0.0;          // 0 = greedy
+    double top_p = 1.0;                // (0, 1]
+    int32_t top_k = 0;                 // 0 = off
+    double min_p = 0.0;                // [0, 1]
+    double repetition_penalty = 1.0;   // > 0
+    double presence_penalty = 0.0;
+    double frequency_penalty = 0.0;
     uint64_t seed = 0;
-    bool has_seed = false;
-    bool logprobs = false;     // return the first token's logprob
-    int32_t top_logprobs = 0;  // [0, k_max_top_logprobs]
+    int32_t logprobs = -1;             // -1: none; 0: the chosen token's; k: plus the top k
+    bool prompt_logprobs = false;      // score every prompt position (echo)
 };
 inline constexpr int32_t k_max_top_logprobs = 64;
 
@@ -105,6 +110,12 @@ struct token_logprob {
     int32_t token = 0;
     float logprob = 0.0f;
 };
+// One scored position: the token there and, when asked, the best alternatives.
+struct scored_position {
+    int32_t token = 0;
+    float logprob = 0.0f;
+    std::vector<token_logprob> top;
+};
 struct prefill_done_msg {
     uint64_t request_id = 0;
     int32_t first_token = 0;
@@ -112,6 +123,8 @@ struct prefill_done_msg {
     std::vector<token_logprob> top_logprobs;
     uint32_t writes_sent = 0;
     uint64_t transfer_checksum = 0;  // see transfer_checksum() in pd_transfer.h
+    // Only when the job asked for prompt logprobs: one per prompt position, [0] a placeholder.
+    std::vector<scored_position> prompt_logprobs;
 };
 
 enum class abort_cause : uint8_t { client = 1, deadline = 2, shutdown = 3, error = 4 };

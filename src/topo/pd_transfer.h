@@ -117,6 +117,7 @@ public:
     bool on_ack(cache::page_pool& pool, uint64_t request_id);
     int64_t expire(cache::page_pool& pool, int64_t now_ns);  // pages+slots freed
     bool pending(uint64_t request_id) const { return pending_.count(request_id) != 0; }
+    size_t size() const { return pending_.size(); }
     int64_t unknown_acks() const { return unknown_acks_; }
 
 private:

@@ -243,7 +243,7 @@ void tcp_impl::on_tick() {
         }
     }
     for (tcp_remote& r : remotes_) {
-        if (r.link == nullptr && !r.give_up && now >= r.next_attempt_ms) dial(r, now);
+        if (r.link == nullptr && now >= r.next_attempt_ms) dial(r, now);
     }
     if (opt_.beat) {
         opt_.beat->beat();

@@ -4,8 +4,8 @@
 // injector; callers only post frames (send) and read stats. A decode process lists several
 // prefill servers in `peers` and keeps a connection to each, reconnecting with exponential
 // backoff; configured peers keep their peer_id (index + 1) across reconnects, accepted
-// connections get fresh ids. A refused handshake (layout mismatch) is not retried: it cannot
-// heal by itself. Progress is reported through a core/liveness heartbeat; if the loop ever exits
+// connections get fresh ids. A refused handshake (layout mismatch) is retried only every
+// reconnect_max_ms: it heals when the peer is restarted with a matching config. Progress is reported through a core/liveness heartbeat; if the loop ever exits
 // it is marked dead (invariant 10).
 //
 // Outgoing bytes are queued in libuv without a bound: callers back-pressure at the request level

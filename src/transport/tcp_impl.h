@@ -48,7 +48,6 @@ struct tcp_remote {
     tcp_link* link = nullptr;  // the current attempt or connection
     int64_t backoff_ms = 0;
     int64_t next_attempt_ms = 0;
-    bool give_up = false;  // refused by the peer: retrying cannot help
 };
 
 struct tcp_impl final : tcp_transport {

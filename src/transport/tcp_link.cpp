@@ -190,8 +190,11 @@ void tcp_impl::close_link(tcp_link* l, const status& why) {
     if (l->remote >= 0) {
         tcp_remote& r = remotes_[l->remote];
         r.link = nullptr;
-        // A refusal (invalid_argument from the handshake) cannot heal by retrying.
-        if (!why.is_ok() && why.code() == error_code::invalid_argument) r.give_up = true;
+        // A refusal (invalid_argument from the handshake, e.g. a layout mismatch) heals only
+        // when an operator restarts the peer with a matching config: retry at the slowest rate.
+        if (!why.is_ok() && why.code() == error_code::invalid_argument) {
+            r.backoff_ms = opt_.reconnect_max_ms;
+        }
         r.next_attempt_ms = std::max(r.next_attempt_ms, monotonic_ms() + r.backoff_ms);
     }
     if (!why.is_ok() && !stopping_loop_ && events_.on_peer_lost) events_.on_peer_lost(l->id, why);

@@ -25,6 +25,7 @@ public:
     void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
     void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
     void f32(float v) { uint32_t b; std::memcpy(&b, &v, 4); u32(b); }
+    void f64(double v) { uint64_t b; std::memcpy(&b, &v, 8); u64(b); }
     void bytes(std::span<const std::byte> b) { u32(static_cast<uint32_t>(b.size())); put(b.data(), b.size()); }
     void str(const std::string& s) { bytes(std::as_bytes(std::span(s.data(), s.size()))); }
 
@@ -56,6 +57,7 @@ public:
     int32_t i32() { return static_cast<int32_t>(u32()); }
     int64_t i64() { return static_cast<int64_t>(u64()); }
     float f32() { uint32_t b = u32(); float v; std::memcpy(&v, &b, 4); return v; }
+    double f64() { uint64_t b = u64(); double v; std::memcpy(&v, &b, 8); return v; }
 
     // A length-prefixed byte run; refuses lengths over `max` or past the end (no allocation).
     std::span<const std::byte> bytes(size_t max) {

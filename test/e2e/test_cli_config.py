@@ -1,4 +1,5 @@
 """The command line and the configuration file, as a user meets them."""
+import pytest
 import tomllib
 
 from conftest import ROOT, run_tandem
@@ -72,6 +73,13 @@ def test_version_names_allocator():
     assert r.returncode == 0 and "tandem" in r.stdout and "allocator" in r.stdout
 
 
-def test_pd_topology_is_refused_until_it_is_wired():
-    r = run_tandem("--topology", "pd")
-    assert r.returncode == 2 and "pd" in r.stderr
+@pytest.mark.parametrize("args, key", [
+    (["--role", "prefill"], "topology.mode"),
+    (["--topology", "pd", "--role", "decode"], "transport.kind"),
+    (["--topology", "pd", "--role", "decode", "--set", "transport.kind=tcp"], "transport.peers"),
+    (["--topology", "pd", "--set", "transport.kind=nccl"], "nccl"),
+])
+def test_pd_misconfigurations_are_startup_errors_naming_the_keys(args, key):
+    r = run_tandem(*args)
+    assert r.returncode == 2, r.stderr
+    assert key in r.stderr

@@ -110,6 +110,8 @@ TEST_CASE("config: --set values are parsed by the key's type") {
     CHECK(cfg.logging.access_log);
     CHECK(apply_override(cfg, "transport.peers=a:1,b:2", "--set"));
     CHECK(cfg.transport.peers == std::vector<std::string>{"a:1", "b:2"});
+    CHECK(apply_override(cfg, "transport.peers=[\"h:1\", \"k:2\"]", "--set"));  // TOML spelling
+    CHECK(cfg.transport.peers == std::vector<std::string>{"h:1", "k:2"});
     CHECK(apply_override(cfg, "model.served_name=\"x y\"", "--set"));
     CHECK(cfg.model.served_name == "x y");
     CHECK(apply_override(cfg, "cache.memory_fraction=0.25", "--set"));

@@ -7,6 +7,7 @@
 #include "cache/plan_command.h"
 #include "engine/cpu_engine.h"
 #include "engine_test_util.h"
+#include "tiny_checkpoint.h"
 #include "model/make_model.h"
 
 using namespace tandem;
@@ -14,26 +15,6 @@ using namespace tandem::engine;
 using namespace tandem::engine::test;
 
 namespace {
-
-struct tiny_checkpoint {
-    std::filesystem::path dir;
-    tiny_checkpoint() {
-        dir = std::filesystem::temp_directory_path() /
-              ("tandem_engine_tiny_" + std::to_string(reinterpret_cast<uintptr_t>(this)));
-        std::filesystem::remove_all(dir);
-        std::filesystem::create_directories(dir);
-        auto cfg = model::preset_config("tiny");
-        REQUIRE(cfg);
-        model::make_model_options opt;
-        opt.seed = 5;
-        status st = model::write_random_checkpoint(*cfg, dir.string(), opt);
-        REQUIRE_MESSAGE(st.is_ok(), st.message());
-    }
-    ~tiny_checkpoint() {
-        std::error_code ec;
-        std::filesystem::remove_all(dir, ec);
-    }
-};
 
 config engine_config(const std::string& model_dir, int64_t prefill_tokens) {
     auto cfg = load_config({});

@@ -20,14 +20,16 @@ prefill_job_msg sample_job() {
     prefill_job_msg j;
     j.request_id = 0x1234567890abcdefull;
     j.token_ids = {0, 1, 128000, 7};
-    j.sampling.temperature = 0.7f;
-    j.sampling.top_p = 0.9f;
+    j.sampling.temperature = 0.7;
+    j.sampling.top_p = 0.9;
     j.sampling.top_k = 40;
-    j.sampling.min_p = 0.05f;
+    j.sampling.min_p = 0.05;
+    j.sampling.repetition_penalty = 1.1;
+    j.sampling.presence_penalty = -0.5;
+    j.sampling.frequency_penalty = 0.25;
     j.sampling.seed = 99;
-    j.sampling.has_seed = true;
-    j.sampling.logprobs = true;
-    j.sampling.top_logprobs = 5;
+    j.sampling.logprobs = 5;
+    j.sampling.prompt_logprobs = true;
     j.pages = {{3, 7}, {9, 1}};
     j.slot = {2, 5};
     j.deadline_ms = 30000;
@@ -53,6 +55,7 @@ std::vector<pd_message> sample_messages() {
     done.first_token = 17;
     done.first_logprob = -0.25f;
     done.top_logprobs = {{17, -0.25f}, {3, -2.0f}};
+    done.prompt_logprobs = {{4, 0.0f, {}}, {8, -1.5f, {{8, -1.5f}, {2, -3.0f}}}};
     done.writes_sent = 12;
     done.transfer_checksum = 0xabcdef;
     hello_msg h;
@@ -90,7 +93,11 @@ TEST_CASE("pd_protocol: every message round-trips through a frame") {
     CHECK(job.pages[1] == cache::page_ref{9, 1});
     CHECK(job.slot == cache::slot_ref{2, 5});
     CHECK(job.sampling.top_k == 40);
-    CHECK(job.sampling.has_seed);
+    CHECK(job.sampling.seed == 99);
+    CHECK(job.sampling.top_p == 0.9);  // doubles travel exactly
+    CHECK(job.sampling.repetition_penalty == 1.1);
+    CHECK(job.sampling.logprobs == 5);
+    CHECK(job.sampling.prompt_logprobs);
 }
 
 TEST_CASE("pd_protocol: the decoder rejects unknown kinds, truncation, trailing bytes, bad enums") {
@@ -110,11 +117,19 @@ TEST_CASE("pd_protocol: the decoder rejects unknown kinds, truncation, trailing 
     CHECK_FALSE(decode_message(a.kind, a.payload).is_ok());
 
     prefill_job_msg bad = sample_job();
-    bad.sampling.top_p = 0.0f;
+    bad.sampling.top_p = 0.0;
     frame b = encode_message(bad);
     CHECK_FALSE(decode_message(b.kind, b.payload).is_ok());
     bad = sample_job();
-    bad.sampling.temperature = std::nanf("");
+    bad.sampling.temperature = std::nan("");
+    b = encode_message(bad);
+    CHECK_FALSE(decode_message(b.kind, b.payload).is_ok());
+    bad = sample_job();
+    bad.sampling.logprobs = k_max_top_logprobs + 1;
+    b = encode_message(bad);
+    CHECK_FALSE(decode_message(b.kind, b.payload).is_ok());
+    bad = sample_job();
+    bad.sampling.repetition_penalty = 0.0;
     b = encode_message(bad);
     CHECK_FALSE(decode_message(b.kind, b.payload).is_ok());
 }

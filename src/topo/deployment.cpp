@@ -1,0 +1,68 @@
+// topo/deployment.cpp — Choosing and validating the topology; the single topology.
+#include "topo/deployment.h"
+
+#include "engine/cpu_engine.h"
+#include "topo/pd_deployment.h"
+
+namespace tandem::topo {
+
+status validate_topology(const config& cfg) {
+    const std::string& mode = cfg.topology.mode;
+    const std::string& role = cfg.topology.role;
+    const std::string& kind = cfg.transport.kind;
+    if (mode == "single") {
+        if (role != "both") {
+            return make_error(error_code::invalid_argument,
+                              "topology.role = \"" + role + "\" needs topology.mode = \"pd\" "
+                              "(--topology pd); a single topology has no roles");
+        }
+        return status::ok();
+    }
+    if (kind == "nccl") {
+        return make_error(error_code::invalid_argument,
+                          "transport.kind = \"nccl\" moves pages between GPU pools, but this "
+                          "build computes on the CPU backend (pools in host memory); use "
+                          "transport.kind = \"inproc\" or \"tcp\"");
+    }
+    if (role != "both" && kind != "tcp") {
+        return make_error(error_code::invalid_argument,
+                          "topology.role = \"" + role + "\" runs one side of pd in this process: "
+                          "it needs transport.kind = \"tcp\" (transport.kind = \"" + kind +
+                          "\" joins two engines inside one process)");
+    }
+    if (role == "decode" && cfg.transport.peers.empty()) {
+        return make_error(error_code::invalid_argument,
+                          "topology.role = \"decode\" needs at least one prefill server in "
+                          "transport.peers, e.g. [\"127.0.0.1:8100\"]");
+    }
+    return status::ok();
+}
+
+namespace {
+
+class single_deployment final : public deployment {
+  public:
+    explicit single_deployment(std::unique_ptr<engine::engine> e) : engine_(std::move(e)) {}
+    engine::engine* api_engine() override { return engine_.get(); }
+    std::string no_engine_reason() const override { return {}; }
+    std::optional<std::string> health_problem() const override { return std::nullopt; }
+    std::string render_metrics() const override { return {}; }
+    std::string describe() const override { return "single"; }
+
+  private:
+    std::unique_ptr<engine::engine> engine_;
+};
+
+}  // namespace
+
+result<std::unique_ptr<deployment>> deployment::create(const config& cfg,
+                                                       liveness_registry& liveness) {
+    TANDEM_RETURN_IF_ERROR(validate_topology(cfg));
+    if (cfg.topology.mode == "pd") return make_pd_deployment(cfg, liveness);
+    result<std::unique_ptr<engine::engine>> e = engine::make_cpu_engine(cfg, &liveness);
+    if (!e) return e.error();
+    std::unique_ptr<deployment> d = std::make_unique<single_deployment>(std::move(e.value()));
+    return d;
+}
+
+}  // namespace tandem::topo

@@ -1,0 +1,387 @@
+// topo/pd_decode.cpp — Decode side: jobs out, verified state in, aborts quarantined.
+#include "topo/pd_decode.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "core/check.h"
+#include "core/liveness.h"
+#include "core/log.h"
+#include "engine/scheduler.h"
+
+namespace tandem::topo {
+
+namespace {
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+prefill_sampling sampling_for(const engine::sampling_params& p, uint64_t seed) {
+    prefill_sampling s;
+    s.temperature = p.temperature;
+    s.top_p = p.top_p;
+    s.top_k = static_cast<int32_t>(p.top_k);
+    s.min_p = p.min_p;
+    s.repetition_penalty = p.repetition_penalty;
+    s.presence_penalty = p.presence_penalty;
+    s.frequency_penalty = p.frequency_penalty;
+    s.seed = seed;
+    s.logprobs = p.logprobs;
+    s.prompt_logprobs = p.prompt_logprobs;
+    return s;
+}
+
+engine::position_logprobs to_engine(const scored_position& p) {
+    engine::position_logprobs out;
+    out.chosen = {p.token, p.logprob};
+    for (const token_logprob& t : p.top) out.top.push_back({t.token, t.logprob});
+    return out;
+}
+
+abort_cause wire_cause(engine::release_cause c) {
+    switch (c) {
+        case engine::release_cause::deadline: return abort_cause::deadline;
+        case engine::release_cause::shutdown: return abort_cause::shutdown;
+        case engine::release_cause::error: return abort_cause::error;
+        case engine::release_cause::client:
+        case engine::release_cause::preempted: break;
+    }
+    return abort_cause::client;
+}
+
+}  // namespace
+
+decode_link::decode_link(std::shared_ptr<engine::pool_sequences> seqs, decode_link_options opt)
+    : seqs_(std::move(seqs)), opt_(opt) {}
+
+decode_link::~decode_link() = default;
+
+pd_handlers decode_link::handlers() {
+    pd_handlers h;
+    h.on_peer_ready = [this](transport::peer_id p, const std::string& name) {
+        {
+            std::lock_guard lock(mu_);
+            ready_[p] = name;
+        }
+        TANDEM_LOG_INFO("pd: prefill peer {} connected", name);
+        wake();
+    };
+    h.on_peer_lost = [this](transport::peer_id p, const status& why) {
+        {
+            std::lock_guard lock(mu_);
+            auto it = ready_.find(p);
+            last_loss_ = it != ready_.end() ? fmt::format("{}: {}", it->second, why.message())
+                                            : why.message();
+            if (it != ready_.end()) ready_.erase(it);
+        }
+        TANDEM_LOG_WARN("pd: prefill peer lost: {}", why.message());
+        post({inbound::what::peer_lost, p, {}, why});
+    };
+    auto message = [this](transport::peer_id p, auto&& m) {
+        post({inbound::what::message, p, pd_message(std::move(m)), {}});
+    };
+    h.on_page_write = message;
+    h.on_state_write = message;
+    h.on_done = message;
+    h.on_failed = message;
+    h.on_abort = message;
+    h.on_abort_ack = message;
+    return h;
+}
+
+void decode_link::attach(transport::transport* t, const pd_endpoint* endpoint) {
+    transport_ = t;
+    endpoint_ = endpoint;
+}
+
+void decode_link::set_wake(std::function<void()> wake) {
+    std::lock_guard lock(mu_);
+    wake_ = std::move(wake);
+}
+
+void decode_link::wake() {
+    std::lock_guard lock(mu_);  // held while calling: set_wake({}) then means "never again"
+    if (wake_) wake_();
+}
+
+void decode_link::post(inbound&& in) {
+    {
+        std::lock_guard lock(mu_);
+        inbox_.push_back(std::move(in));
+    }
+    wake();
+}
+
+std::optional<std::string> decode_link::unavailable() const {
+    std::lock_guard lock(mu_);
+    if (!ready_.empty()) return std::nullopt;
+    return last_loss_.empty()
+               ? std::string("no prefill peer connected yet (topology.mode = \"pd\")")
+               : "no prefill peer connected; the last one was lost: " + last_loss_;
+}
+
+std::optional<transport::peer_id> decode_link::pick_peer() const {
+    std::vector<transport::peer_id> peers;
+    {
+        std::lock_guard lock(mu_);
+        for (const auto& [p, name] : ready_) peers.push_back(p);
+    }
+    std::optional<transport::peer_id> best;
+    int64_t best_load = 0;
+    for (transport::peer_id p : peers) {
+        int64_t load = 0;
+        for (const auto& [id, t] : transfers_) load += t.peer == p ? 1 : 0;
+        if (!best || load < best_load) {
+            best = p;
+            best_load = load;
+        }
+    }
+    return best;
+}
+
+status decode_link::start(const engine::remote_prefill_job& job) {
+    TANDEM_CHECK(transport_ != nullptr && endpoint_ != nullptr && job.params != nullptr);
+    std::optional<transport::peer_id> peer = pick_peer();
+    if (!peer) return make_error(error_code::unavailable, *unavailable());
+    const cache::page_pool& pool = seqs_->pool();
+    const cache::slot_ref slot = seqs_->slot(job.sequence);
+    const int64_t tokens = static_cast<int64_t>(job.prompt.size());
+    const int64_t n = (tokens + pool.layout().page_size() - 1) / pool.layout().page_size();
+    std::span<const cache::page_ref> table = pool.page_table(slot);
+    TANDEM_CHECK(static_cast<int64_t>(table.size()) >= n);
+
+    prefill_job_msg msg;
+    msg.request_id = job.id;
+    msg.token_ids.assign(job.prompt.begin(), job.prompt.end());
+    msg.sampling = sampling_for(*job.params, job.seed);
+    msg.pages.assign(table.begin(), table.begin() + n);
+    msg.slot = slot;
+    msg.deadline_ms = opt_.transfer_timeout_ms;
+    transfer t;
+    t.peer = *peer;
+    t.sequence = job.sequence;
+    t.tracker = std::make_unique<transfer_tracker>(pool, job.id, msg.pages, slot, tokens,
+                                                   monotonic_ms() + opt_.transfer_timeout_ms);
+    t.started_s = engine::monotonic_seconds();
+    TANDEM_RETURN_IF_ERROR(endpoint_->send(*transport_, *peer, msg));
+    transfers_.emplace(job.id, std::move(t));
+    publish();
+    return status::ok();
+}
+
+void decode_link::release(engine::request_id id, engine::sequence_id sequence,
+                          engine::release_cause cause) {
+    auto it = transfers_.find(id);
+    const bool writer_gone = it == transfers_.end() || it->second.writer_gone;
+    if (it != transfers_.end()) {
+        if (!it->second.reported) c_.aborted.fetch_add(1);
+        c_.by_cause[static_cast<int>(cause)].fetch_add(1);
+    }
+    if (writer_gone) {
+        seqs_->destroy(sequence);  // nothing can write into it any more
+    } else {
+        // The prefill engine may still be writing: ABORT, and keep the pages out of reuse until
+        // it acknowledges or the lease runs out (invariant 2).
+        const transport::peer_id peer = it->second.peer;
+        (void)endpoint_->send(*transport_, peer, abort_msg{id, wire_cause(cause)});
+        const cache::slot_ref slot = seqs_->detach(sequence);
+        aborts_.begin(seqs_->pool(), id, slot, now_ns() + opt_.abort_lease_ms * 1'000'000);
+        quarantine_peer_[id] = peer;
+    }
+    if (it != transfers_.end()) transfers_.erase(it);
+    publish();
+}
+
+bool decode_link::busy() const { return !transfers_.empty() || aborts_.size() > 0; }
+
+void decode_link::poll(std::vector<engine::remote_prefill_result>& out) {
+    draining_.clear();
+    {
+        std::lock_guard lock(mu_);
+        draining_.swap(inbox_);
+    }
+    for (inbound& in : draining_) handle(in, out);
+    draining_.clear();
+    expire(out);
+    publish();
+}
+
+decode_link::transfer* decode_link::find(uint64_t id, transport::peer_id peer) {
+    auto it = transfers_.find(id);
+    if (it == transfers_.end() || it->second.writer_gone) {
+        c_.late.fetch_add(1);  // aborted or ended: its pages are quarantined or reused; drop
+        return nullptr;
+    }
+    if (it->second.peer != peer) {
+        c_.unexpected.fetch_add(1);  // another peer writing into our request: never applied
+        return nullptr;
+    }
+    return &it->second;
+}
+
+void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>& out) {
+    if (in.kind == inbound::what::peer_lost) return on_peer_lost(in.peer, in.why, out);
+    cache::page_pool& pool = seqs_->pool();
+    if (auto* w = std::get_if<page_write_msg>(&in.msg)) {
+        if (transfer* t = find(w->request_id, in.peer); t && !t->reported) {
+            c_.bytes.fetch_add(static_cast<int64_t>(w->data.size()));
+            on_write_result(w->request_id, *t, t->tracker->apply(pool, *w), out);
+        }
+    } else if (auto* s = std::get_if<state_write_msg>(&in.msg)) {
+        if (transfer* t = find(s->request_id, in.peer); t && !t->reported) {
+            c_.bytes.fetch_add(static_cast<int64_t>(s->data.size()));
+            on_write_result(s->request_id, *t, t->tracker->apply(pool, *s), out);
+        }
+    } else if (auto* d = std::get_if<prefill_done_msg>(&in.msg)) {
+        on_done(in.peer, *d, out);
+    } else if (auto* f = std::get_if<prefill_failed_msg>(&in.msg)) {
+        if (transfer* t = find(f->request_id, in.peer)) {
+            fail(f->request_id, *t,
+                 make_error(error_code::unavailable, "the prefill engine failed the job: " + f->reason),
+                 true, out);
+        }
+    } else if (auto* a = std::get_if<abort_msg>(&in.msg)) {
+        if (transfer* t = find(a->request_id, in.peer)) {
+            fail(a->request_id, *t,
+                 make_error(error_code::unavailable,
+                            fmt::format("the prefill engine aborted the job ({})",
+                                        abort_cause_name(a->cause))),
+                 true, out);
+        }
+    } else if (auto* ack = std::get_if<abort_ack_msg>(&in.msg)) {
+        if (aborts_.on_ack(pool, ack->request_id)) {
+            quarantine_peer_.erase(ack->request_id);
+            c_.acks.fetch_add(1);
+        } else {
+            c_.unknown_acks.fetch_add(1);
+        }
+    }
+}
+
+void decode_link::on_write_result(uint64_t id, transfer& t, const status& st,
+                                  std::vector<engine::remote_prefill_result>& out) {
+    if (st.is_ok()) return;
+    if (st.code() == error_code::out_of_range) {
+        c_.stale.fetch_add(1);
+    } else if (st.message().find("checksum") != std::string::npos) {
+        c_.checksum.fetch_add(1);
+    } else {
+        c_.unexpected.fetch_add(1);
+    }
+    fail(id, t, st, false, out);
+}
+
+void decode_link::on_done(transport::peer_id peer, prefill_done_msg& done,
+                          std::vector<engine::remote_prefill_result>& out) {
+    transfer* t = find(done.request_id, peer);
+    if (t == nullptr || t->reported) return;
+    t->writer_gone = true;  // every write precedes PREFILL_DONE on the link
+    if (status st = t->tracker->finish(done); !st.is_ok()) {
+        if (st.message().find("checksum") != std::string::npos) c_.checksum.fetch_add(1);
+        return fail(done.request_id, *t, st, true, out);
+    }
+    engine::remote_prefill_result r;
+    r.id = done.request_id;
+    r.first_token = done.first_token;
+    r.first_logprobs.chosen = {done.first_token, done.first_logprob};
+    for (const token_logprob& tl : done.top_logprobs) {
+        r.first_logprobs.top.push_back({tl.token, tl.logprob});
+    }
+    for (const scored_position& p : done.prompt_logprobs) r.prompt_logprobs.push_back(to_engine(p));
+    transfer_seconds_.observe(engine::monotonic_seconds() - t->started_s);
+    c_.ok.fetch_add(1);
+    out.push_back(std::move(r));
+    transfers_.erase(done.request_id);  // the sequence is the scheduler's again
+}
+
+void decode_link::fail(uint64_t id, transfer& t, status why, bool writer_gone,
+                       std::vector<engine::remote_prefill_result>& out) {
+    t.writer_gone = t.writer_gone || writer_gone;
+    if (t.reported) return;
+    t.reported = true;
+    c_.failed.fetch_add(1);
+    TANDEM_LOG_WARN("pd: transfer of request {} failed: {}", id, why.message());
+    engine::remote_prefill_result r;
+    r.id = id;
+    r.error = std::move(why);
+    out.push_back(std::move(r));
+}
+
+void decode_link::on_peer_lost(transport::peer_id peer, const status& why,
+                               std::vector<engine::remote_prefill_result>& out) {
+    for (auto& [id, t] : transfers_) {
+        if (t.peer != peer) continue;
+        fail(id, t, make_error(error_code::unavailable, "prefill peer lost: " + why.message()),
+             true, out);
+    }
+    // Its link is closed: no write of an aborted request can arrive any more.
+    cache::page_pool& pool = seqs_->pool();
+    for (auto it = quarantine_peer_.begin(); it != quarantine_peer_.end();) {
+        if (it->second == peer) {
+            aborts_.on_ack(pool, it->first);
+            it = quarantine_peer_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void decode_link::expire(std::vector<engine::remote_prefill_result>& out) {
+    const int64_t now = monotonic_ms();
+    for (auto& [id, t] : transfers_) {
+        if (t.reported || !t.tracker->expired(now)) continue;
+        fail(id, t,
+             make_error(error_code::deadline_exceeded,
+                        fmt::format("the prefill transfer did not complete within "
+                                    "transport.transfer_timeout_ms = {} ({} of {} layers landed)",
+                                    opt_.transfer_timeout_ms, t.tracker->layers_ready(),
+                                    seqs_->pool().layout().layers().size())),
+             false, out);
+    }
+    if (aborts_.size() > 0) {
+        const int64_t freed = aborts_.expire(seqs_->pool(), now_ns());
+        if (freed > 0) c_.leases.fetch_add(1);
+        for (auto it = quarantine_peer_.begin(); it != quarantine_peer_.end();) {
+            it = aborts_.pending(it->first) ? std::next(it) : quarantine_peer_.erase(it);
+        }
+    }
+}
+
+void decode_link::publish() {
+    c_.in_flight.store(static_cast<int64_t>(transfers_.size()));
+    c_.quarantined.store(static_cast<int64_t>(aborts_.size()));
+}
+
+pd_decode_metrics decode_link::metrics() const {
+    pd_decode_metrics m;
+    m.transfers_ok = c_.ok.load();
+    m.transfers_failed = c_.failed.load();
+    m.transfers_aborted = c_.aborted.load();
+    m.bytes_received = c_.bytes.load();
+    m.checksum_failures = c_.checksum.load();
+    m.stale_writes_rejected = c_.stale.load();
+    m.unexpected_writes = c_.unexpected.load();
+    m.late_writes = c_.late.load();
+    m.aborts_client = c_.by_cause[static_cast<int>(engine::release_cause::client)].load();
+    m.aborts_deadline = c_.by_cause[static_cast<int>(engine::release_cause::deadline)].load();
+    m.aborts_shutdown = c_.by_cause[static_cast<int>(engine::release_cause::shutdown)].load();
+    m.aborts_error = c_.by_cause[static_cast<int>(engine::release_cause::error)].load();
+    m.aborts_preempted = c_.by_cause[static_cast<int>(engine::release_cause::preempted)].load();
+    m.abort_acks = c_.acks.load();
+    m.unknown_acks = c_.unknown_acks.load();
+    m.leases_expired = c_.leases.load();
+    {
+        std::lock_guard lock(mu_);
+        m.peers_ready = static_cast<int64_t>(ready_.size());
+    }
+    m.in_flight = c_.in_flight.load();
+    m.quarantined = c_.quarantined.load();
+    m.transfer_seconds = transfer_seconds_.snapshot();
+    return m;
+}
+
+}  // namespace tandem::topo

@@ -1,0 +1,133 @@
+// topo/pd_decode.h — The decode side of pd: the scheduler's remote_prefill over a pd transport.
+//
+// Owns: choosing a prefill peer for each job (the ready peer with the fewest transfers in
+// flight), the PREFILL_JOB, one transfer_tracker per request (every write verified by checksum
+// and (page, epoch) before it lands; PREFILL_DONE's count and whole checksum checked), transfer
+// deadlines, and the quarantine of aborted transfers' pages until ABORT_ACK or the lease
+// (invariants 2–4). The scheduler still owns the request and its sequence otherwise.
+//
+// Threading: transport handlers (any transport thread) only queue the message and wake the
+// scheduler; everything that touches the pool runs in poll()/start()/release() on the scheduler
+// thread. unavailable() and metrics() are safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/histogram.h"
+#include "engine/pool_capacity.h"
+#include "engine/remote_prefill.h"
+#include "topo/pd_endpoint.h"
+#include "topo/pd_transfer.h"
+
+namespace tandem::topo {
+
+struct decode_link_options {
+    int64_t transfer_timeout_ms = 30000;  // transport.transfer_timeout_ms
+    int64_t abort_lease_ms = 10000;       // transport.abort_lease_ms
+};
+
+// Counters for /metrics (a scrape may mix two polls).
+struct pd_decode_metrics {
+    int64_t transfers_ok = 0, transfers_failed = 0, transfers_aborted = 0;
+    int64_t bytes_received = 0;
+    int64_t checksum_failures = 0;
+    int64_t stale_writes_rejected = 0;
+    int64_t unexpected_writes = 0;  // a write the plan does not contain, or from the wrong peer
+    int64_t late_writes = 0;        // for a request no longer transferring (dropped)
+    int64_t aborts_client = 0, aborts_deadline = 0, aborts_shutdown = 0, aborts_error = 0,
+            aborts_preempted = 0;
+    int64_t abort_acks = 0, unknown_acks = 0, leases_expired = 0;
+    int64_t peers_ready = 0;
+    int64_t in_flight = 0;
+    int64_t quarantined = 0;  // aborted requests whose pages wait for ABORT_ACK or the lease
+    histogram_snapshot transfer_seconds;
+};
+
+class decode_link final : public engine::remote_prefill {
+  public:
+    decode_link(std::shared_ptr<engine::pool_sequences> seqs, decode_link_options opt);
+    ~decode_link() override;
+
+    // The handlers to give pd_endpoint::events, then the transport once it exists. The
+    // transport must be stopped before this object is destroyed.
+    pd_handlers handlers();
+    void attach(transport::transport* t, const pd_endpoint* endpoint);
+
+    void set_wake(std::function<void()> wake) override;
+    std::optional<std::string> unavailable() const override;
+    status start(const engine::remote_prefill_job& job) override;
+    void release(engine::request_id id, engine::sequence_id sequence,
+                 engine::release_cause cause) override;
+    void poll(std::vector<engine::remote_prefill_result>& out) override;
+    bool busy() const override;
+
+    pd_decode_metrics metrics() const;
+
+  private:
+    struct inbound {
+        enum class what { message, peer_lost } kind = what::message;
+        transport::peer_id peer = 0;
+        pd_message msg;
+        status why;
+    };
+    struct transfer {
+        transport::peer_id peer = 0;
+        engine::sequence_id sequence = -1;
+        std::unique_ptr<transfer_tracker> tracker;
+        double started_s = 0.0;
+        bool reported = false;     // a failure went to the scheduler; waiting for release()
+        bool writer_gone = false;  // no write can follow (done, failed, or the peer is lost)
+    };
+
+    void post(inbound&& in);
+    void wake();
+    void handle(inbound& in, std::vector<engine::remote_prefill_result>& out);
+    void on_write_result(uint64_t id, transfer& t, const status& st,
+                         std::vector<engine::remote_prefill_result>& out);
+    void on_done(transport::peer_id peer, prefill_done_msg& done,
+                 std::vector<engine::remote_prefill_result>& out);
+    void fail(uint64_t id, transfer& t, status why, bool writer_gone,
+              std::vector<engine::remote_prefill_result>& out);
+    void on_peer_lost(transport::peer_id peer, const status& why,
+                      std::vector<engine::remote_prefill_result>& out);
+    void expire(std::vector<engine::remote_prefill_result>& out);
+    transfer* find(uint64_t id, transport::peer_id peer);
+    std::optional<transport::peer_id> pick_peer() const;
+    void publish();
+
+    std::shared_ptr<engine::pool_sequences> seqs_;
+    decode_link_options opt_;
+    transport::transport* transport_ = nullptr;
+    const pd_endpoint* endpoint_ = nullptr;
+
+    // Shared with transport threads.
+    mutable std::mutex mu_;
+    std::vector<inbound> inbox_;
+    std::function<void()> wake_;
+    std::map<transport::peer_id, std::string> ready_;  // peer → name
+    std::string last_loss_;                          // why the last peer went away
+
+    // Scheduler thread only.
+    std::unordered_map<uint64_t, transfer> transfers_;
+    std::unordered_map<uint64_t, transport::peer_id> quarantine_peer_;  // aborted → its peer
+    abort_book aborts_;
+    std::vector<inbound> draining_;
+
+    struct counters {
+        std::atomic<int64_t> ok{0}, failed{0}, aborted{0}, bytes{0}, checksum{0}, stale{0},
+            unexpected{0}, late{0}, acks{0}, unknown_acks{0}, leases{0}, in_flight{0},
+            quarantined{0};
+        std::atomic<int64_t> by_cause[5] = {};
+    };
+    counters c_;
+    histogram transfer_seconds_{histogram::latency_seconds_bounds()};
+};
+
+}  // namespace tandem::topo

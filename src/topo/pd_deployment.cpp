@@ -1,0 +1,194 @@
+// topo/pd_deployment.cpp — Building the prefill and decode sides and joining them.
+#include "topo/pd_deployment.h"
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "engine/cpu_engine.h"
+#include "topo/pd_decode.h"
+#include "topo/pd_metrics_text.h"
+#include "topo/pd_prefill.h"
+#include "transport/tcp.h"
+
+namespace tandem::topo {
+
+namespace {
+
+struct prefill_side {
+    std::shared_ptr<engine::pool_sequences> seqs;
+    std::unique_ptr<engine::scheduler> sched;
+    std::unique_ptr<pd_endpoint> endpoint;
+    std::unique_ptr<prefill_server> server;
+    std::unique_ptr<transport::transport> transport;
+    std::string listening;  // "host:port" for tcp
+};
+
+struct decode_side {
+    std::shared_ptr<engine::pool_sequences> seqs;
+    std::shared_ptr<decode_link> link;
+    std::unique_ptr<engine::scheduler> sched;
+    std::unique_ptr<pd_endpoint> endpoint;
+    std::unique_ptr<transport::transport> transport;
+};
+
+result<prefill_side> build_prefill(const config& cfg, liveness_registry& liveness) {
+    result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(cfg);
+    if (!parts) return parts.error().with_context("prefill engine");
+    prefill_side p;
+    p.seqs = parts->sequences;
+    p.sched = std::make_unique<engine::scheduler>(
+        std::move(parts->executor), std::move(parts->cap),
+        engine::scheduler_options_from(cfg, liveness.add("prefill scheduler")));
+    p.endpoint = std::make_unique<pd_endpoint>(pd_role::prefill, p.seqs->pool().layout());
+    p.server = std::make_unique<prefill_server>(*p.sched, p.seqs);
+    return p;
+}
+
+result<decode_side> build_decode(const config& cfg, liveness_registry& liveness) {
+    result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(cfg);
+    if (!parts) return parts.error().with_context("decode engine");
+    decode_side d;
+    d.seqs = parts->sequences;
+    d.link = std::make_shared<decode_link>(
+        d.seqs, decode_link_options{cfg.transport.transfer_timeout_ms, 10000 /* PD_MERGE */});
+    engine::scheduler_options so =
+        engine::scheduler_options_from(cfg, liveness.add("decode scheduler"));
+    so.remote = d.link;
+    d.sched = std::make_unique<engine::scheduler>(std::move(parts->executor),
+                                                  std::move(parts->cap), std::move(so));
+    d.endpoint = std::make_unique<pd_endpoint>(pd_role::decode, d.seqs->pool().layout());
+    return d;
+}
+
+status start_prefill(prefill_side& p) {
+    p.server->attach(p.transport.get(), p.endpoint.get());
+    return p.transport->start(p.endpoint->events(p.server->handlers()));
+}
+
+status start_decode(decode_side& d) {
+    d.link->attach(d.transport.get(), d.endpoint.get());
+    return d.transport->start(d.endpoint->events(d.link->handlers()));
+}
+
+result<std::unique_ptr<transport::transport>> make_tcp(const config& cfg, bool is_prefill,
+                                                       const pd_endpoint& ep,
+                                                       std::vector<std::string> peers,
+                                                       std::shared_ptr<heartbeat> beat) {
+    // Faults act on what this side sends; in one process (role both) only the prefill side
+    // injects them, so a drill corrupts or delays the state transfer itself.
+    const bool inject = is_prefill || cfg.topology.role == "decode";
+    transport::tcp_options o = transport::tcp_options_from_config(
+        cfg.transport, is_prefill, ep.handshake(cfg.transport.handshake_timeout_ms),
+        inject ? transport::fault_options{} : transport::fault_options{});  // PD_MERGE faults
+    if (!is_prefill) o.peers = std::move(peers);
+    o.beat = std::move(beat);
+    auto t = transport::tcp_transport::create(std::move(o));
+    if (!t) return t.error();
+    std::unique_ptr<transport::transport> out = std::move(t.value());
+    return out;
+}
+
+class pd_deployment final : public deployment {
+  public:
+    pd_deployment(std::string describe, std::optional<prefill_side> p, std::optional<decode_side> d)
+        : describe_(std::move(describe)), prefill_(std::move(p)), decode_(std::move(d)) {}
+
+    ~pd_deployment() override {
+        // No transport event may reach an engine or link being destroyed.
+        if (decode_ && decode_->transport) decode_->transport->stop();
+        if (prefill_ && prefill_->transport) prefill_->transport->stop();
+        if (decode_) decode_->sched.reset();   // unfinished requests end with an error
+        if (prefill_) prefill_->sched.reset();
+    }
+
+    engine::engine* api_engine() override { return decode_ ? decode_->sched.get() : nullptr; }
+
+    std::string no_engine_reason() const override {
+        return fmt::format("this process is a pd prefill server (topology.role = \"prefill\", "
+                           "accepting decode peers on {}); send requests to a decode server",
+                           prefill_ ? prefill_->listening : std::string("?"));
+    }
+
+    std::optional<std::string> health_problem() const override {
+        if (!decode_) return std::nullopt;
+        return decode_->link->unavailable();
+    }
+
+    std::string render_metrics() const override {
+        std::string out;
+        if (decode_) {
+            render_decode_metrics(out, decode_->link->metrics(), decode_->endpoint->counters(),
+                                  decode_->transport->total_stats());
+        }
+        if (prefill_) {
+            render_prefill_metrics(out, prefill_->server->metrics(),
+                                   prefill_->endpoint->counters(),
+                                   prefill_->transport->total_stats(), prefill_->sched->stats());
+        }
+        return out;
+    }
+
+    std::string describe() const override { return describe_; }
+    std::string prefill_address() const override { return prefill_ ? prefill_->listening : ""; }
+
+  private:
+    std::string describe_;
+    std::optional<prefill_side> prefill_;
+    std::optional<decode_side> decode_;
+};
+
+}  // namespace
+
+result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
+                                                       liveness_registry& liveness) {
+    const std::string& role = cfg.topology.role;
+    const bool inproc = cfg.transport.kind == "inproc";
+    std::optional<prefill_side> p;
+    std::optional<decode_side> d;
+    if (role != "decode") {
+        auto built = build_prefill(cfg, liveness);
+        if (!built) return built.error();
+        p = std::move(built.value());
+    }
+    if (role != "prefill") {
+        auto built = build_decode(cfg, liveness);
+        if (!built) return built.error();
+        d = std::move(built.value());
+    }
+    const int64_t hs_ms = cfg.transport.handshake_timeout_ms;
+    if (inproc) {
+        transport::inproc_pair pair = transport::make_inproc_pair(
+            p->endpoint->handshake(hs_ms), d->endpoint->handshake(hs_ms),
+            liveness.add("prefill transport"), liveness.add("decode transport"));
+        p->transport = std::move(pair.a);
+        d->transport = std::move(pair.b);
+    }
+    if (p && !inproc) {
+        auto t = make_tcp(cfg, true, *p->endpoint, {}, liveness.add("prefill transport"));
+        if (!t) return t.error().with_context("pd prefill transport");
+        const int port = static_cast<transport::tcp_transport&>(**t).bound_port();
+        p->listening = fmt::format("{}:{}", cfg.transport.listen_host, port);
+        p->transport = std::move(t.value());
+        TANDEM_LOG_INFO("pd: prefill accepting decode peers on {}", p->listening);
+    }
+    if (d && !inproc) {
+        std::vector<std::string> peers = cfg.transport.peers;
+        if (p) {  // role both over tcp: the decode side dials our own prefill listener
+            const std::string host =
+                cfg.transport.listen_host == "0.0.0.0" ? "127.0.0.1" : cfg.transport.listen_host;
+            peers = {fmt::format("{}:{}", host, p->listening.substr(p->listening.rfind(':') + 1))};
+        }
+        auto t = make_tcp(cfg, false, *d->endpoint, std::move(peers),
+                          liveness.add("decode transport"));
+        if (!t) return t.error().with_context("pd decode transport");
+        d->transport = std::move(t.value());
+    }
+    if (p) TANDEM_RETURN_IF_ERROR(start_prefill(*p));
+    if (d) TANDEM_RETURN_IF_ERROR(start_decode(*d));
+    std::string what = fmt::format("pd ({}, role {})", cfg.transport.kind, role);
+    std::unique_ptr<deployment> out =
+        std::make_unique<pd_deployment>(std::move(what), std::move(p), std::move(d));
+    return out;
+}
+
+}  // namespace tandem::topo

@@ -1,0 +1,216 @@
+// topo/pd_prefill.cpp — Prefill side: run the prompt, ship the state, answer aborts.
+#include "topo/pd_prefill.h"
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "topo/pd_transfer.h"
+
+namespace tandem::topo {
+
+namespace {
+
+engine::sampling_params params_for(const prefill_sampling& s) {
+    engine::sampling_params p;
+    p.temperature = s.temperature;
+    p.top_p = s.top_p;
+    p.top_k = s.top_k;
+    p.min_p = s.min_p;
+    p.repetition_penalty = s.repetition_penalty;
+    p.presence_penalty = s.presence_penalty;
+    p.frequency_penalty = s.frequency_penalty;
+    p.seed = s.seed;
+    p.logprobs = s.logprobs;
+    p.prompt_logprobs = s.prompt_logprobs;
+    // Exactly one token; the decode side applies EOS and stop tokens when it commits it.
+    p.max_tokens = 1;
+    p.ignore_eos = true;
+    return p;
+}
+
+scored_position to_wire(const engine::position_logprobs& p) {
+    scored_position out{p.chosen.token, p.chosen.logprob, {}};
+    for (const engine::token_logprob& t : p.top) out.top.push_back({t.token, t.logprob});
+    return out;
+}
+
+}  // namespace
+
+prefill_server::prefill_server(engine::scheduler& eng, std::shared_ptr<engine::pool_sequences> seqs)
+    : eng_(eng), seqs_(std::move(seqs)) {}
+
+pd_handlers prefill_server::handlers() {
+    pd_handlers h;
+    h.on_peer_ready = [this](transport::peer_id p, const std::string& name) {
+        {
+            std::lock_guard lock(mu_);
+            peers_[p] = name;
+        }
+        TANDEM_LOG_INFO("pd: decode peer {} connected", name);
+    };
+    h.on_peer_lost = [this](transport::peer_id p, const status& why) {
+        TANDEM_LOG_WARN("pd: decode peer lost: {}", why.message());
+        on_peer_lost(p);
+    };
+    h.on_job = [this](transport::peer_id p, prefill_job_msg&& m) { on_job(p, std::move(m)); };
+    h.on_abort = [this](transport::peer_id p, abort_msg&& m) { on_abort(p, m); };
+    h.on_abort_ack = [](transport::peer_id, abort_ack_msg&&) {};  // we never send ABORT first
+    return h;
+}
+
+void prefill_server::attach(transport::transport* t, const pd_endpoint* endpoint) {
+    transport_ = t;
+    endpoint_ = endpoint;
+}
+
+status prefill_server::send(transport::peer_id peer, const pd_message& m) {
+    return endpoint_->send(*transport_, peer, m);
+}
+
+void prefill_server::on_job(transport::peer_id peer, prefill_job_msg&& msg) {
+    received_.fetch_add(1);
+    auto j = std::make_shared<job>();
+    j->peer = peer;
+    j->msg = std::move(msg);
+    const job_key key{peer, j->msg.request_id};
+    {
+        std::lock_guard lock(mu_);
+        if (jobs_.count(key) != 0) {  // a duplicate id from the same peer: refuse the newcomer
+            failed_.fetch_add(1);
+            (void)send(peer, prefill_failed_msg{key.second, "duplicate request id"});
+            return;
+        }
+        jobs_[key] = j;
+    }
+    engine::submit_request req;
+    req.prompt = j->msg.token_ids;
+    req.params = params_for(j->msg.sampling);
+    req.trace_id = fmt::format("pd-{}", key.second);
+    req.sink = [this, j](engine::token_event&& ev) {
+        if (ev.finished) on_final(j, std::move(ev));
+    };
+    result<engine::request_id> id =
+        eng_.submit(std::move(req), [this, j](engine::sequence_id seq) { return ship(*j, seq); });
+    if (!id) {
+        {
+            std::lock_guard lock(mu_);
+            jobs_.erase(key);
+        }
+        failed_.fetch_add(1);
+        (void)send(peer, prefill_failed_msg{key.second, id.error().message()});
+        return;
+    }
+    bool abort_now = false;
+    {
+        std::lock_guard lock(mu_);
+        j->local = *id;
+        abort_now = j->abort_requested;  // an ABORT overtook the submit
+    }
+    if (abort_now) eng_.abort(*id);
+}
+
+void prefill_server::on_abort(transport::peer_id peer, const abort_msg& msg) {
+    aborts_received_.fetch_add(1);
+    engine::request_id local = 0;
+    bool known = false;
+    {
+        std::lock_guard lock(mu_);
+        auto it = jobs_.find({peer, msg.request_id});
+        if (it != jobs_.end()) {
+            known = true;
+            it->second->abort_requested = true;
+            local = it->second->local;
+        }
+    }
+    if (!known) {
+        // Finished or never seen: no write for it can follow any more.
+        (void)send(peer, abort_ack_msg{msg.request_id});
+        return;
+    }
+    if (local != 0) eng_.abort(local);  // its final event sends the ACK
+}
+
+void prefill_server::on_peer_lost(transport::peer_id peer) {
+    std::vector<engine::request_id> locals;
+    {
+        std::lock_guard lock(mu_);
+        peers_.erase(peer);
+        for (auto& [key, j] : jobs_) {
+            if (key.first != peer) continue;
+            j->abort_requested = true;
+            if (j->local != 0) locals.push_back(j->local);
+        }
+    }
+    for (engine::request_id id : locals) eng_.abort(id);
+}
+
+status prefill_server::ship(job& j, engine::sequence_id seq) {
+    {
+        std::lock_guard lock(mu_);
+        if (j.abort_requested) return make_error(error_code::unavailable, "aborted by the decode side");
+    }
+    const cache::page_pool& pool = seqs_->pool();
+    const cache::slot_ref slot = seqs_->slot(seq);
+    std::vector<int64_t> pages;
+    for (const cache::page_ref& p : pool.page_table(slot)) pages.push_back(p.page);
+    int64_t bytes = 0;
+    result<sent_transfer> sent =
+        send_transfer(pool, pages, slot.slot, j.msg, [&](pd_message&& m) {
+            if (auto* w = std::get_if<page_write_msg>(&m)) bytes += static_cast<int64_t>(w->data.size());
+            if (auto* w = std::get_if<state_write_msg>(&m)) bytes += static_cast<int64_t>(w->data.size());
+            return send(j.peer, m);
+        });
+    bytes_.fetch_add(bytes);
+    if (!sent) return sent.error();
+    j.sent = *sent;
+    j.shipped = true;
+    return status::ok();
+}
+
+void prefill_server::on_final(const std::shared_ptr<job>& j, engine::token_event&& ev) {
+    bool abort_requested = false;
+    {
+        std::lock_guard lock(mu_);
+        abort_requested = j->abort_requested;
+        jobs_.erase({j->peer, j->msg.request_id});
+    }
+    const uint64_t id = j->msg.request_id;
+    if (j->shipped && ev.reason == engine::finish_reason::length && ev.tokens.size() == 1) {
+        prefill_done_msg done;
+        done.request_id = id;
+        done.first_token = ev.tokens[0];
+        if (!ev.logprobs.empty()) {
+            done.first_logprob = ev.logprobs[0].chosen.logprob;
+            for (const auto& t : ev.logprobs[0].top) done.top_logprobs.push_back({t.token, t.logprob});
+        }
+        for (const auto& p : ev.prompt_logprobs) done.prompt_logprobs.push_back(to_wire(p));
+        done.writes_sent = j->sent.writes;
+        done.transfer_checksum = j->sent.checksum;
+        ok_.fetch_add(1);
+        (void)send(j->peer, done);
+    } else if (abort_requested) {
+        aborted_.fetch_add(1);
+    } else {
+        failed_.fetch_add(1);
+        std::string why = ev.error.is_ok() ? engine::finish_reason_name(ev.reason) : ev.error.message();
+        (void)send(j->peer, prefill_failed_msg{id, why});
+    }
+    // Every write of this job was sent before this event: none can follow the ACK.
+    if (abort_requested) (void)send(j->peer, abort_ack_msg{id});
+}
+
+pd_prefill_metrics prefill_server::metrics() const {
+    pd_prefill_metrics m;
+    m.jobs_received = received_.load();
+    m.jobs_ok = ok_.load();
+    m.jobs_failed = failed_.load();
+    m.jobs_aborted = aborted_.load();
+    m.bytes_sent = bytes_.load();
+    m.aborts_received = aborts_received_.load();
+    std::lock_guard lock(mu_);
+    m.jobs_in_flight = static_cast<int64_t>(jobs_.size());
+    m.peers_ready = static_cast<int64_t>(peers_.size());
+    return m;
+}
+
+}  // namespace tandem::topo

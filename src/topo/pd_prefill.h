@@ -1,0 +1,77 @@
+// topo/pd_prefill.h — The prefill side of pd: PREFILL_JOBs in, prefilled state out.
+//
+// Each job becomes a request on the prefill engine's own scheduler (so chunked prefill,
+// batching, capacity, preemption and the queue limit all apply) that samples exactly one token
+// with the sampling parameters and seed the decode side sent. When that token is sampled, the
+// scheduler calls back while the sequence still holds the prompt's state; the state is sent as
+// PAGE_WRITE / STATE_WRITE (one per page and buffer kind, checksummed, naming the decode side's
+// (page, epoch)), then PREFILL_DONE with the token and its logprobs. Every write of a job is
+// sent before its final event, so once the final event has run no write can follow: ABORT_ACK is
+// sent from there (or at once for a job already finished), which is what lets the decode side
+// reuse the pages (invariant 2).
+//
+// Threading: job/abort handlers run on the transport thread and only submit/abort on the
+// scheduler; the state is read and sent on the scheduler thread. metrics() from any thread.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "engine/pool_capacity.h"
+#include "engine/scheduler.h"
+#include "topo/pd_endpoint.h"
+#include "topo/pd_transfer.h"
+
+namespace tandem::topo {
+
+struct pd_prefill_metrics {
+    int64_t jobs_received = 0;
+    int64_t jobs_ok = 0, jobs_failed = 0, jobs_aborted = 0;
+    int64_t jobs_in_flight = 0;
+    int64_t bytes_sent = 0;  // state bytes (PAGE_WRITE / STATE_WRITE payloads)
+    int64_t aborts_received = 0;
+    int64_t peers_ready = 0;
+};
+
+class prefill_server {
+  public:
+    prefill_server(engine::scheduler& eng, std::shared_ptr<engine::pool_sequences> seqs);
+
+    pd_handlers handlers();
+    void attach(transport::transport* t, const pd_endpoint* endpoint);
+    pd_prefill_metrics metrics() const;
+
+  private:
+    struct job {
+        transport::peer_id peer = 0;
+        prefill_job_msg msg;          // the decode side's destination pages and slot
+        engine::request_id local = 0;  // 0 until submit() returned
+        bool abort_requested = false;  // under mu_
+        bool shipped = false;          // scheduler thread: every write was sent
+        sent_transfer sent;
+    };
+    using job_key = std::pair<transport::peer_id, uint64_t>;
+
+    void on_job(transport::peer_id peer, prefill_job_msg&& msg);
+    void on_abort(transport::peer_id peer, const abort_msg& msg);
+    void on_peer_lost(transport::peer_id peer);
+    status ship(job& j, engine::sequence_id seq);              // scheduler thread
+    void on_final(const std::shared_ptr<job>& j, engine::token_event&& ev);  // scheduler thread
+    status send(transport::peer_id peer, const pd_message& m);
+
+    engine::scheduler& eng_;
+    std::shared_ptr<engine::pool_sequences> seqs_;
+    transport::transport* transport_ = nullptr;
+    const pd_endpoint* endpoint_ = nullptr;
+
+    mutable std::mutex mu_;
+    std::map<job_key, std::shared_ptr<job>> jobs_;
+    std::map<transport::peer_id, std::string> peers_;
+
+    std::atomic<int64_t> received_{0}, ok_{0}, failed_{0}, aborted_{0}, bytes_{0},
+        aborts_received_{0};
+};
+
+}  // namespace tandem::topo
