@@ -77,12 +77,13 @@ class Generate:
     temperature: float = 0.0
     seed: int | None = None
     ignore_eos: bool = False
+    logprobs: int | None = None  # top-k logprobs asked for (their values are compared too)
 
 
 @dataclass(frozen=True)
 class ChatSession:
     """User turns sent one after another, each carrying the whole history with the replies
-    this same server gave; the answer is, per turn, (tokens, finish reason)."""
+    this same server gave; the answer is, per turn, (tokens, finish reason, content)."""
     turns: tuple
     max_tokens: tuple
     temperature: float = 0.0
@@ -111,13 +112,15 @@ def make_workload(seed, sessions, generates):
         items.append(Generate(ids=tuple([0] + [rng.randrange(10, 20000) for _ in range(length)]),
                               max_tokens=rng.randint(8, 24),
                               temperature=0.9 if sampled else 0.0,
-                              seed=2000 + i if sampled else None))
+                              seed=2000 + i if sampled else None,
+                              logprobs=2 if i % 2 == 0 else None))
     rng.shuffle(items)
     return items
 
 
 # ---------------------------------------------------------------------------------------------
-# Running a workload item. Outcome: ("ok", answer) or ("error", status, message).
+# Running a workload item. Outcome: ("ok", answer, scores) — scores are the logprob values —
+# or ("error", status, message).
 
 
 def clear_error(r):
@@ -140,10 +143,17 @@ def sampling_of(item):
     return params
 
 
+def native_scores(entries):
+    return tuple((e["token"], e["logprob"], tuple((x["token"], x["logprob"])
+                                                  for x in e["top_logprobs"])) for e in entries)
+
+
 def run_generate(url, item, stream=False):
     params = {"max_tokens": item.max_tokens, **sampling_of(item)}
     if item.ignore_eos:
         params["ignore_eos"] = True
+    if item.logprobs is not None:
+        params["logprobs"] = item.logprobs
     body = {"input_ids": list(item.ids), "sampling_params": params, "stream": stream}
     r = requests.post(url + "/generate", json=body, timeout=REQUEST_TIMEOUT, stream=stream)
     if r.status_code != 200:
@@ -151,8 +161,9 @@ def run_generate(url, item, stream=False):
     if not stream:
         out = r.json()
         assert len(out["output_ids"]) == out["usage"]["completion_tokens"]
-        return ("ok", (tuple(out["output_ids"]), out["finish_reason"]))
-    ids, finish, done = [], None, False
+        scores = native_scores(out["logprobs"]) if item.logprobs is not None else None
+        return ("ok", (tuple(out["output_ids"]), out["finish_reason"]), scores)
+    ids, entries, finish, done = [], [], None, False
     for line in r.iter_lines(decode_unicode=True):
         if not line:
             continue
@@ -166,13 +177,15 @@ def run_generate(url, item, stream=False):
             assert event["error"]["message"], event
             return ("error", 200, event["error"]["message"])
         ids += event["output_ids"]
+        entries += event.get("logprobs") or []
         finish = event["finish_reason"] or finish
     assert done and finish, f"stream ended without [DONE] or a finish reason: {ids}"
-    return ("ok", (tuple(ids), finish))
+    scores = native_scores(entries) if item.logprobs is not None else None
+    return ("ok", (tuple(ids), finish), scores)
 
 
 def run_chat(url, item):
-    messages, turns = [], []
+    messages, turns, scores = [], [], []
     for text, max_tokens in zip(item.turns, item.max_tokens):
         messages.append({"role": "user", "content": text})
         body = {"messages": messages, "max_tokens": max_tokens, "logprobs": True,
@@ -181,11 +194,13 @@ def run_chat(url, item):
         if r.status_code != 200:
             return clear_error(r)
         choice = r.json()["choices"][0]
-        tokens = tuple((e["token"], tuple(e["bytes"])) for e in choice["logprobs"]["content"])
-        assert len(tokens) == r.json()["usage"]["completion_tokens"]
+        entries = choice["logprobs"]["content"]
+        assert len(entries) == r.json()["usage"]["completion_tokens"]
+        tokens = tuple((e["token"], tuple(e["bytes"])) for e in entries)
         turns.append((tokens, choice["finish_reason"], choice["message"].get("content")))
+        scores.append(tuple(e["logprob"] for e in entries))
         messages.append({"role": "assistant", "content": choice["message"].get("content") or ""})
-    return ("ok", tuple(turns))
+    return ("ok", tuple(turns), tuple(scores))
 
 
 def run_item(url, item, stream=False):
@@ -205,14 +220,22 @@ def describe_mismatches(items, got, want, limit=5):
     lines = []
     for i, (it, g, w) in enumerate(zip(items, got, want)):
         if g != w:
-            lines.append(f"#{i} {type(it).__name__} prompt_len="
-                         f"{len(it.ids) if isinstance(it, Generate) else [len(t) for t in it.turns]}"
-                         f"\n   got  {str(g)[:300]}\n   want {str(w)[:300]}")
+            size = len(it.ids) if isinstance(it, Generate) else [len(t) for t in it.turns]
+            lines.append(f"#{i} {type(it).__name__} prompt size {size} temperature "
+                         f"{it.temperature}\n   got  {str(g)[:400]}\n   want {str(w)[:400]}")
     return f"{len(lines)} of {len(items)} differ:\n" + "\n".join(lines[:limit])
 
 
+def tokens_of(outcomes):
+    return [o[:2] for o in outcomes]
+
+
 def assert_identical(items, got, want):
-    assert got == want, describe_mismatches(items, got, want)
+    """Same tokens and finish reasons first; then the same logprob values (batch-invariant
+    kernels make them bit-identical too, design invariant 8)."""
+    assert tokens_of(got) == tokens_of(want), describe_mismatches(items, tokens_of(got),
+                                                                  tokens_of(want))
+    assert got == want, "same tokens, different logprobs: " + describe_mismatches(items, got, want)
 
 
 def assert_failed_clearly_or_identical(items, got, want):
