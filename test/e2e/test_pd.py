@@ -388,6 +388,45 @@ def test_pd_tokens_are_identical_to_single(start_tandem, single, kv, idx, kind):
     assert_idle_without_leaks(t)
 
 
+def pool_bytes_for_pages(pages, kv="fp8", idx="fp8", slots=64):
+    """A pool budget that holds `slots` sequence states and about `pages` pages (tandem plan)."""
+    r = run_tandem("plan", "--json", *cache_args(kv, idx))
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    return slots * plan["state_bytes_per_sequence"] + pages * plan["bytes_per_page"]
+
+
+@pytest.mark.parametrize("kind", ["inproc", "tcp"])
+def test_pd_under_page_pressure_and_small_prefill_chunks(start_tandem, single, kind):
+    """A pool of ~40 pages on each side and 128-token prefill chunks: requests wait for pages
+    or are preempted and prefilled again, and still get single's tokens."""
+    items = make_workload(seed=61, sessions=24, generates=12)
+    want = single(items)
+    t = start_tandem(*cache_args(), "--set", f"cache.memory_bytes={pool_bytes_for_pages(40)}",
+                     "--set", "scheduler.max_prefill_tokens=128", *pd_args(kind))
+    total = scrape(t)("tandem_pages_total")
+    assert total <= 48
+    fewest_free = [total]
+    done = threading.Event()
+
+    def watch():  # the fewest free decode pages seen while the wave runs
+        while not done.wait(0.05):
+            fewest_free[0] = min(fewest_free[0], scrape(t)("tandem_pages_free"))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        got = run_wave(t.url, items)
+    finally:
+        done.set()
+        watcher.join()
+    assert_identical(items, got, want)
+    m = scrape(t)
+    assert fewest_free[0] <= total // 4 or m("tandem_preemptions_total") >= 1, \
+        f"the pool never ran short ({fewest_free[0]} of {total} pages stayed free)"
+    assert_idle_without_leaks(t)
+
+
 def test_pd_streams_match_single(start_tandem, single):
     items = [it for it in make_workload(seed=3, sessions=0, generates=12)]
     want = single(items)
