@@ -230,6 +230,19 @@ result<std::string> read_file(const std::string& path) {
     return ss.str();
 }
 
+// Rules that span keys; checked once the final values are known (a file may set one key and
+// --set the other, so a partial state in between is fine).
+status check_relations(const config& cfg) {
+    const transport_section& t = cfg.transport;
+    if (t.reconnect_max_ms < t.reconnect_min_ms) {
+        return make_error(error_code::invalid_argument,
+                          fmt::format("'transport.reconnect_max_ms' = {} must be >= "
+                                      "'transport.reconnect_min_ms' = {}",
+                                      t.reconnect_max_ms, t.reconnect_min_ms));
+    }
+    return status::ok();
+}
+
 }  // namespace
 
 result<config> apply_toml(config base, std::string_view toml_text, std::string_view origin) {
@@ -307,6 +320,7 @@ result<config> load_config(const config_sources& sources) {
     for (const std::string& o : sources.set_overrides) {
         TANDEM_RETURN_IF_ERROR(apply_override(*cfg, o, "--set"));
     }
+    TANDEM_RETURN_IF_ERROR(check_relations(*cfg));
     return cfg;
 }
 

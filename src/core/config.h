@@ -69,6 +69,19 @@ struct transport_section {
     std::vector<std::string> peers;   // decode role: prefill servers, "host:port"
     int64_t handshake_timeout_ms = 0;
     int64_t transfer_timeout_ms = 0;
+    int64_t reconnect_min_ms = 0;     // first reconnect delay; doubles up to reconnect_max_ms
+    int64_t reconnect_max_ms = 0;     // >= reconnect_min_ms (checked at load)
+    int64_t max_frame_bytes = 0;      // larger incoming frames close the link
+    int64_t abort_lease_ms = 0;       // quarantine of an aborted transfer's pages without ABORT_ACK
+    int64_t nccl_device = 0;          // kind = "nccl": CUDA device of this side's pool
+    // Fault injection (tests and drills only; transport/tcp.h fault_options). All 0 = off.
+    int64_t fault_delay_ms = 0;
+    int64_t fault_stall_ms = 0;
+    int64_t fault_stall_after_frames = 0;
+    int64_t fault_drop_after_frames = 0;
+    double fault_corrupt_probability = 0;
+    int64_t fault_abort_storm = 0;
+    int64_t fault_seed = 0;
 };
 
 struct logging_section {

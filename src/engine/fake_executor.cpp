@@ -28,6 +28,13 @@ void fake_executor::free_sequence(sequence_id id) {
     live_.store(static_cast<int64_t>(seqs_.size()));
 }
 
+void fake_executor::land_prefix(sequence_id id, std::span<const int32_t> tokens) {
+    auto it = seqs_.find(id);
+    TANDEM_CHECK_MSG(it != seqs_.end() && it->second.length == 0, "landing into a used sequence");
+    for (int32_t t : tokens) it->second.hash = extend_hash(it->second.hash, t);
+    it->second.length = static_cast<int64_t>(tokens.size());
+}
+
 uint64_t fake_executor::extend_hash(uint64_t prefix_hash, int32_t token) {
     return mix64(prefix_hash ^ mix64(static_cast<uint64_t>(token) + 0x1234567ULL));
 }

@@ -44,6 +44,9 @@ class fake_executor final : public model_executor {
     static uint64_t extend_hash(uint64_t prefix_hash, int32_t token);
     static constexpr uint64_t k_empty_hash = 0x5eed;
 
+    // What a remote prefill of `tokens` lands in a fresh sequence (pd tests): as if executed.
+    void land_prefix(sequence_id id, std::span<const int32_t> tokens);
+
     // Observations (thread-safe reads).
     int64_t live_sequences() const { return live_.load(); }
     int64_t max_batch_seen() const { return max_batch_.load(); }

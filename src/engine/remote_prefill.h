@@ -7,8 +7,9 @@
 // prefill side sampled and the request decodes locally like any other; a failed transfer fails
 // the request with the reason.
 //
-// Who frees the sequence: while a request is transferring, only the remote_prefill may (a prefill
-// engine may still be writing into its pages). The scheduler calls release() for every request
+// Who frees the sequence: while a request is transferring, only the remote_prefill may drop the
+// executor's sequence (a prefill engine may still be writing into its pages); the scheduler still
+// returns the capacity it counted (capacity.h). The scheduler calls release() for every request
 // that leaves the transferring state other than by completing, and never frees that sequence
 // itself. The implementation frees it at once when no write can follow (the peer said so or is
 // gone) and otherwise quarantines it until the peer acknowledges the abort or a lease expires
@@ -63,6 +64,8 @@ class remote_prefill {
     // Lands arrived state, expires deadlines and leases; appends finished transfers to `out`.
     virtual void poll(std::vector<remote_prefill_result>& out) = 0;
     // Something is in flight or quarantined: the scheduler keeps polling instead of sleeping.
+    // Called with the scheduler's inbox lock held: must not take a lock the wake callback's
+    // callers hold (answer from scheduler-thread state or an atomic).
     virtual bool busy() const = 0;
 };
 

@@ -395,10 +395,10 @@ static release_cause cause_of_ending(request_state to, const status& err) {
 // written into by the prefill engine).
 void scheduler::release_sequence(request& r, release_cause cause) {
     if (r.sequence < 0) return;
+    capacity_->free(r.sequence);
     if (r.transferring()) {
         remote_->release(r.id, r.sequence, cause);
     } else {
-        capacity_->free(r.sequence);
         executor_->free_sequence(r.sequence);
     }
     r.sequence = -1;

@@ -154,28 +154,32 @@ status decode_link::start(const engine::remote_prefill_job& job) {
     std::span<const cache::page_ref> table = pool.page_table(slot);
     TANDEM_CHECK(static_cast<int64_t>(table.size()) >= n);
 
+    const uint64_t job_id = next_job_++;
     prefill_job_msg msg;
-    msg.request_id = job.id;
+    msg.request_id = job_id;
     msg.token_ids.assign(job.prompt.begin(), job.prompt.end());
     msg.sampling = sampling_for(*job.params, job.seed);
     msg.pages.assign(table.begin(), table.begin() + n);
     msg.slot = slot;
     msg.deadline_ms = opt_.transfer_timeout_ms;
     transfer t;
+    t.request = job.id;
     t.peer = *peer;
     t.sequence = job.sequence;
-    t.tracker = std::make_unique<transfer_tracker>(pool, job.id, msg.pages, slot, tokens,
+    t.tracker = std::make_unique<transfer_tracker>(pool, job_id, msg.pages, slot, tokens,
                                                    monotonic_ms() + opt_.transfer_timeout_ms);
     t.started_s = engine::monotonic_seconds();
     TANDEM_RETURN_IF_ERROR(endpoint_->send(*transport_, *peer, msg));
-    transfers_.emplace(job.id, std::move(t));
+    transfers_.emplace(job_id, std::move(t));
+    job_of_[job.id] = job_id;
     publish();
     return status::ok();
 }
 
 void decode_link::release(engine::request_id id, engine::sequence_id sequence,
                           engine::release_cause cause) {
-    auto it = transfers_.find(id);
+    auto job = job_of_.find(id);
+    auto it = job == job_of_.end() ? transfers_.end() : transfers_.find(job->second);
     const bool writer_gone = it == transfers_.end() || it->second.writer_gone;
     if (it != transfers_.end()) {
         if (!it->second.reported) c_.aborted.fetch_add(1);
@@ -186,13 +190,15 @@ void decode_link::release(engine::request_id id, engine::sequence_id sequence,
     } else {
         // The prefill engine may still be writing: ABORT, and keep the pages out of reuse until
         // it acknowledges or the lease runs out (invariant 2).
+        const uint64_t job_id = it->first;
         const transport::peer_id peer = it->second.peer;
-        (void)endpoint_->send(*transport_, peer, abort_msg{id, wire_cause(cause)});
+        (void)endpoint_->send(*transport_, peer, abort_msg{job_id, wire_cause(cause)});
         const cache::slot_ref slot = seqs_->detach(sequence);
-        aborts_.begin(seqs_->pool(), id, slot, now_ns() + opt_.abort_lease_ms * 1'000'000);
-        quarantine_peer_[id] = peer;
+        aborts_.begin(seqs_->pool(), job_id, slot, now_ns() + opt_.abort_lease_ms * 1'000'000);
+        quarantine_peer_[job_id] = peer;
     }
     if (it != transfers_.end()) transfers_.erase(it);
+    if (job != job_of_.end()) job_of_.erase(job);
     publish();
 }
 
@@ -245,7 +251,9 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
                  true, out);
         }
     } else if (auto* a = std::get_if<abort_msg>(&in.msg)) {
-        if (transfer* t = find(a->request_id, in.peer)) {
+        if (transfers_.count(a->request_id) == 0) {
+            c_.unknown_aborts.fetch_add(1);  // not ours (an ABORT storm) or already ended
+        } else if (transfer* t = find(a->request_id, in.peer)) {
             fail(a->request_id, *t,
                  make_error(error_code::unavailable,
                             fmt::format("the prefill engine aborted the job ({})",
@@ -285,7 +293,7 @@ void decode_link::on_done(transport::peer_id peer, prefill_done_msg& done,
         return fail(done.request_id, *t, st, true, out);
     }
     engine::remote_prefill_result r;
-    r.id = done.request_id;
+    r.id = t->request;
     r.first_token = done.first_token;
     r.first_logprobs.chosen = {done.first_token, done.first_logprob};
     for (const token_logprob& tl : done.top_logprobs) {
@@ -295,6 +303,7 @@ void decode_link::on_done(transport::peer_id peer, prefill_done_msg& done,
     transfer_seconds_.observe(engine::monotonic_seconds() - t->started_s);
     c_.ok.fetch_add(1);
     out.push_back(std::move(r));
+    job_of_.erase(t->request);
     transfers_.erase(done.request_id);  // the sequence is the scheduler's again
 }
 
@@ -304,9 +313,9 @@ void decode_link::fail(uint64_t id, transfer& t, status why, bool writer_gone,
     if (t.reported) return;
     t.reported = true;
     c_.failed.fetch_add(1);
-    TANDEM_LOG_WARN("pd: transfer of request {} failed: {}", id, why.message());
+    TANDEM_LOG_WARN("pd: transfer of request {} (job {}) failed: {}", t.request, id, why.message());
     engine::remote_prefill_result r;
-    r.id = id;
+    r.id = t.request;
     r.error = std::move(why);
     out.push_back(std::move(r));
 }
@@ -373,6 +382,7 @@ pd_decode_metrics decode_link::metrics() const {
     m.aborts_preempted = c_.by_cause[static_cast<int>(engine::release_cause::preempted)].load();
     m.abort_acks = c_.acks.load();
     m.unknown_acks = c_.unknown_acks.load();
+    m.unknown_aborts = c_.unknown_aborts.load();
     m.leases_expired = c_.leases.load();
     {
         std::lock_guard lock(mu_);

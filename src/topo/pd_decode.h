@@ -44,6 +44,7 @@ struct pd_decode_metrics {
     int64_t aborts_client = 0, aborts_deadline = 0, aborts_shutdown = 0, aborts_error = 0,
             aborts_preempted = 0;
     int64_t abort_acks = 0, unknown_acks = 0, leases_expired = 0;
+    int64_t unknown_aborts = 0;  // ABORTs from a prefill peer for requests not transferring
     int64_t peers_ready = 0;
     int64_t in_flight = 0;
     int64_t quarantined = 0;  // aborted requests whose pages wait for ABORT_ACK or the lease
@@ -77,7 +78,11 @@ class decode_link final : public engine::remote_prefill {
         pd_message msg;
         status why;
     };
+    // Keyed by job id: the id on the wire, fresh for every attempt, so a request re-sent after a
+    // preemption can never be confused with its aborted first attempt (whose writes, failure or
+    // ACK may still be on the way).
     struct transfer {
+        engine::request_id request = 0;
         transport::peer_id peer = 0;
         engine::sequence_id sequence = -1;
         std::unique_ptr<transfer_tracker> tracker;
@@ -115,14 +120,16 @@ class decode_link final : public engine::remote_prefill {
     std::string last_loss_;                          // why the last peer went away
 
     // Scheduler thread only.
-    std::unordered_map<uint64_t, transfer> transfers_;
-    std::unordered_map<uint64_t, transport::peer_id> quarantine_peer_;  // aborted → its peer
+    std::unordered_map<uint64_t, transfer> transfers_;               // job id → transfer
+    std::unordered_map<engine::request_id, uint64_t> job_of_;        // request → its job id
+    uint64_t next_job_ = 1;
+    std::unordered_map<uint64_t, transport::peer_id> quarantine_peer_;  // aborted job → peer
     abort_book aborts_;
     std::vector<inbound> draining_;
 
     struct counters {
         std::atomic<int64_t> ok{0}, failed{0}, aborted{0}, bytes{0}, checksum{0}, stale{0},
-            unexpected{0}, late{0}, acks{0}, unknown_acks{0}, leases{0}, in_flight{0},
+            unexpected{0}, late{0}, acks{0}, unknown_acks{0}, unknown_aborts{0}, leases{0}, in_flight{0},
             quarantined{0};
         std::atomic<int64_t> by_cause[5] = {};
     };

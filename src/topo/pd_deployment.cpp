@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "engine/cpu_engine.h"
 #include "topo/pd_decode.h"
+#include "topo/pd_faults.h"
 #include "topo/pd_metrics_text.h"
 #include "topo/pd_prefill.h"
 #include "transport/tcp.h"
@@ -50,7 +51,7 @@ result<decode_side> build_decode(const config& cfg, liveness_registry& liveness)
     decode_side d;
     d.seqs = parts->sequences;
     d.link = std::make_shared<decode_link>(
-        d.seqs, decode_link_options{cfg.transport.transfer_timeout_ms, 10000 /* PD_MERGE */});
+        d.seqs, decode_link_options{cfg.transport.transfer_timeout_ms, cfg.transport.abort_lease_ms});
     engine::scheduler_options so =
         engine::scheduler_options_from(cfg, liveness.add("decode scheduler"));
     so.remote = d.link;
@@ -78,8 +79,8 @@ result<std::unique_ptr<transport::transport>> make_tcp(const config& cfg, bool i
     // injects them, so a drill corrupts or delays the state transfer itself.
     const bool inject = is_prefill || cfg.topology.role == "decode";
     transport::tcp_options o = transport::tcp_options_from_config(
-        cfg.transport, is_prefill, ep.handshake(cfg.transport.handshake_timeout_ms),
-        inject ? transport::fault_options{} : transport::fault_options{});  // PD_MERGE faults
+        cfg.transport, is_prefill, ep.handshake(cfg.transport.handshake_timeout_ms));
+    o.faults = inject ? pd_fault_options(cfg.transport) : transport::fault_options{};
     if (!is_prefill) o.peers = std::move(peers);
     o.beat = std::move(beat);
     auto t = transport::tcp_transport::create(std::move(o));

@@ -80,6 +80,8 @@ void render_decode_metrics(std::string& out, const pd_decode_metrics& m, const p
            m.abort_acks);
     single(out, "tandem_pd_unknown_abort_acks_total", "counter",
            "ABORT_ACKs for requests not in quarantine", m.unknown_acks);
+    single(out, "tandem_pd_unknown_aborts_total", "counter",
+           "ABORTs from a prefill peer for requests not transferring (dropped)", m.unknown_aborts);
     single(out, "tandem_pd_abort_leases_expired_total", "counter",
            "Quarantines ended by the lease (transport.abort_lease_ms), not by an ACK",
            m.leases_expired);

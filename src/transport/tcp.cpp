@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.h"
 #include "transport/tcp_impl.h"
 
 namespace tandem::transport {
@@ -43,8 +44,26 @@ result<sockaddr_storage> resolve(const std::string& host_port, const char* what)
 
 }  // namespace
 
+fault_options fault_options_from_config(const transport_section& t,
+                                        std::function<frame(uint64_t n)> storm_frame) {
+    fault_options f;
+    f.delay_ms = t.fault_delay_ms;
+    f.stall_ms = t.fault_stall_ms;
+    f.stall_after_frames = t.fault_stall_after_frames;
+    f.drop_after_frames = t.fault_drop_after_frames;
+    f.corrupt_probability = t.fault_corrupt_probability;
+    f.abort_storm = t.fault_abort_storm;
+    f.storm_frame = std::move(storm_frame);
+    f.seed = static_cast<uint64_t>(t.fault_seed);
+    return f;
+}
+
 tcp_options tcp_options_from_config(const transport_section& t, bool is_prefill,
-                                    handshake_options handshake, fault_options faults) {
+                                    handshake_options handshake,
+                                    std::function<frame(uint64_t n)> storm_frame) {
+    // Zero limits mean an unloaded section; the schema's ranges rule them out for loaded ones.
+    TANDEM_CHECK(t.reconnect_min_ms >= 1 && t.reconnect_max_ms >= t.reconnect_min_ms);
+    TANDEM_CHECK(t.max_frame_bytes >= 4096);
     tcp_options o;
     o.name = is_prefill ? "prefill transport" : "decode transport";
     if (is_prefill) {
@@ -55,7 +74,10 @@ tcp_options tcp_options_from_config(const transport_section& t, bool is_prefill,
     }
     o.handshake = std::move(handshake);
     o.handshake.timeout_ms = t.handshake_timeout_ms;
-    o.faults = std::move(faults);
+    o.reconnect_min_ms = t.reconnect_min_ms;
+    o.reconnect_max_ms = t.reconnect_max_ms;
+    o.max_payload = t.max_frame_bytes;
+    o.faults = fault_options_from_config(t, std::move(storm_frame));
     return o;
 }
 

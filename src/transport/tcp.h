@@ -56,10 +56,18 @@ public:
     virtual int bound_port() const = 0;  // the listener's port (0 without one)
 };
 
+// The [transport] fault_* keys as fault_options. `storm_frame` makes the abort-storm frames: their
+// content (an ABORT message) belongs to the pd layer, see topo/pd_faults.h.
+fault_options fault_options_from_config(const transport_section& t,
+                                        std::function<frame(uint64_t n)> storm_frame = {});
+
 // tcp_options from the [transport] section: the prefill role listens on listen_host:listen_port,
-// the decode role dials every entry of `peers`. The handshake payload and check come from the pd
-// layer (topo::pd_endpoint::handshake); its timeout is transport.handshake_timeout_ms.
+// the decode role dials every entry of `peers`; reconnect_min/max_ms, max_frame_bytes and the
+// fault_* keys carry over. The handshake payload and check come from the pd layer
+// (topo::pd_endpoint::handshake); its timeout is transport.handshake_timeout_ms. `t` must be a
+// loaded (validated) section: a default-constructed one has zero limits.
 tcp_options tcp_options_from_config(const transport_section& t, bool is_prefill,
-                                    handshake_options handshake, fault_options faults = {});
+                                    handshake_options handshake,
+                                    std::function<frame(uint64_t n)> storm_frame = {});
 
 }  // namespace tandem::transport

@@ -141,3 +141,77 @@ TEST_CASE("config: a missing --config file is an error naming it") {
     REQUIRE_FALSE(cfg);
     CHECK(contains(cfg.error().message(), "/nonexistent/tandem.toml"));
 }
+
+TEST_CASE("config: [transport] reconnect, frame limit, lease, nccl device and fault keys") {
+    config d = defaults();
+    CHECK(d.transport.reconnect_min_ms == 50);
+    CHECK(d.transport.reconnect_max_ms == 2000);
+    CHECK(d.transport.max_frame_bytes == int64_t{256} << 20);
+    CHECK(d.transport.abort_lease_ms == 10000);
+    CHECK(d.transport.nccl_device == 0);
+    CHECK(d.transport.fault_delay_ms == 0);
+    CHECK(d.transport.fault_stall_ms == 0);
+    CHECK(d.transport.fault_stall_after_frames == 0);
+    CHECK(d.transport.fault_drop_after_frames == 0);
+    CHECK(d.transport.fault_corrupt_probability == 0.0);
+    CHECK(d.transport.fault_abort_storm == 0);
+    CHECK(d.transport.fault_seed == 1);
+
+    config_sources src;
+    src.set_overrides = {"transport.reconnect_min_ms=7",       "transport.reconnect_max_ms=70",
+                         "transport.max_frame_bytes=65536",    "transport.abort_lease_ms=1234",
+                         "transport.nccl_device=3",            "transport.fault_delay_ms=11",
+                         "transport.fault_stall_ms=12",        "transport.fault_stall_after_frames=13",
+                         "transport.fault_drop_after_frames=14",
+                         "transport.fault_corrupt_probability=0.25",
+                         "transport.fault_abort_storm=15",     "transport.fault_seed=16"};
+    auto cfg = load_config(src);
+    REQUIRE_MESSAGE(cfg, cfg.error().message());
+    const transport_section& t = cfg->transport;
+    CHECK(t.reconnect_min_ms == 7);
+    CHECK(t.reconnect_max_ms == 70);
+    CHECK(t.max_frame_bytes == 65536);
+    CHECK(t.abort_lease_ms == 1234);
+    CHECK(t.nccl_device == 3);
+    CHECK(t.fault_delay_ms == 11);
+    CHECK(t.fault_stall_ms == 12);
+    CHECK(t.fault_stall_after_frames == 13);
+    CHECK(t.fault_drop_after_frames == 14);
+    CHECK(t.fault_corrupt_probability == doctest::Approx(0.25));
+    CHECK(t.fault_abort_storm == 15);
+    CHECK(t.fault_seed == 16);
+}
+
+TEST_CASE("config: out-of-range [transport] values are refused naming the key") {
+    const char* bad[] = {"reconnect_min_ms = 0", "reconnect_max_ms = 0", "max_frame_bytes = 4095",
+                         "abort_lease_ms = 0", "nccl_device = -1", "fault_delay_ms = -1",
+                         "fault_stall_ms = -5", "fault_stall_after_frames = -1",
+                         "fault_drop_after_frames = -1", "fault_corrupt_probability = 1.5",
+                         "fault_corrupt_probability = -0.1", "fault_abort_storm = -1",
+                         "fault_seed = -1"};
+    for (const char* line : bad) {
+        auto cfg = apply_toml(defaults(), fmt::format("[transport]\n{}\n", line), "t.toml");
+        REQUIRE_FALSE_MESSAGE(cfg, line);
+        std::string key(line, std::string_view(line).find(' '));
+        CHECK_MESSAGE(contains(cfg.error().message(), "'transport." + key + "'"), line);
+        CHECK(contains(cfg.error().message(), "out of range"));
+    }
+    auto edge = apply_toml(defaults(), "[transport]\nmax_frame_bytes = 4096\n"
+                                       "fault_corrupt_probability = 1.0\n", "t.toml");
+    CHECK(edge);
+}
+
+TEST_CASE("config: reconnect_max_ms below reconnect_min_ms is a load error naming both") {
+    config_sources src;
+    src.set_overrides = {"transport.reconnect_min_ms=500", "transport.reconnect_max_ms=100"};
+    auto cfg = load_config(src);
+    REQUIRE_FALSE(cfg);
+    CHECK(contains(cfg.error().message(), "transport.reconnect_max_ms"));
+    CHECK(contains(cfg.error().message(), "transport.reconnect_min_ms"));
+
+    // Checked on the final values: raising max after min in the same run is fine.
+    src.set_overrides = {"transport.reconnect_min_ms=5000", "transport.reconnect_max_ms=6000"};
+    CHECK(load_config(src));
+    src.set_overrides = {"transport.reconnect_min_ms=300", "transport.reconnect_max_ms=300"};
+    CHECK(load_config(src));
+}

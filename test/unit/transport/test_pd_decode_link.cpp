@@ -154,6 +154,7 @@ TEST_CASE("pd decode_link: the state lands verified and byte-identical; the firs
     REQUIRE(eventually([&] { return r.prefill.job_count() == 1; }));
     prefill_job_msg job = r.prefill.job(0);
     CHECK(job.token_ids == r.prompt);
+    CHECK(job.request_id != 0);
     CHECK(job.sampling.seed == 42);
     CHECK(job.pages.size() == 2);
     r.respond(job);
@@ -257,7 +258,8 @@ TEST_CASE("pd decode_link: a failed job and a lost peer end transfers at once, w
     engine::sequence_id a = r.start(6);
     engine::sequence_id b = r.start(7);
     REQUIRE(eventually([&] { return r.prefill.job_count() == 2; }));
-    REQUIRE(r.pre_ep.send(*r.pair.b, 1, prefill_failed_msg{6, "out of pages"}).is_ok());
+    const uint64_t job6 = r.prefill.job(0).request_id;  // the wire names jobs, not requests
+    REQUIRE(r.pre_ep.send(*r.pair.b, 1, prefill_failed_msg{job6, "out of pages"}).is_ok());
     auto res = r.wait_result(6);
     REQUIRE_FALSE(res.error.is_ok());
     CHECK(res.error.message().find("out of pages") != std::string::npos);
@@ -274,4 +276,28 @@ TEST_CASE("pd decode_link: a failed job and a lost peer end transfers at once, w
     REQUIRE(r.link.unavailable().has_value());
     CHECK(r.link.unavailable()->find("prefill peer") != std::string::npos);
     CHECK(r.link.metrics().peers_ready == 0);
+}
+
+TEST_CASE("pd decode_link: a request re-sent after preemption is never confused with its first attempt") {
+    rig r;
+    r.prefill.ack_aborts = false;
+    engine::sequence_id first = r.start(8);
+    REQUIRE(eventually([&] { return r.prefill.job_count() == 1; }));
+    r.link.release(8, first, engine::release_cause::preempted);  // quarantined, no ACK yet
+    engine::sequence_id second = r.start(8);
+    REQUIRE(eventually([&] { return r.prefill.job_count() == 2; }));
+    const prefill_job_msg old_job = r.prefill.job(0), new_job = r.prefill.job(1);
+    CHECK(old_job.request_id != new_job.request_id);
+    // The first attempt's leftovers arrive: its failure and its writes. Neither touches the second.
+    REQUIRE(r.pre_ep.send(*r.pair.b, 1, prefill_failed_msg{old_job.request_id, "aborted"}).is_ok());
+    r.respond(old_job);
+    r.respond(new_job);
+    auto res = r.wait_result(8);
+    REQUIRE_MESSAGE(res.error.is_ok(), res.error.message());
+    CHECK(r.link.metrics().aborts_preempted == 1);
+    CHECK(r.link.metrics().late_writes > 0);
+    REQUIRE(r.pre_ep.send(*r.pair.b, 1, abort_ack_msg{old_job.request_id}).is_ok());
+    r.seqs->destroy(second);
+    REQUIRE(eventually([&] { return r.idle_and_free(); }));
+    CHECK(r.link.metrics().abort_acks == 1);
 }

@@ -273,7 +273,9 @@ TEST_CASE("tcp: a wedged handler shows as a stalled loop; it recovers when relea
 TEST_CASE("tcp: options from the [transport] section connect a decode side to a prefill side") {
     event_log es, ec;
     auto layout = tiny_layout();
-    transport_section cfg;
+    auto loaded = load_config({});
+    REQUIRE(loaded.is_ok());
+    transport_section cfg = loaded->transport;
     cfg.listen_host = "127.0.0.1";
     cfg.listen_port = 0;
     cfg.handshake_timeout_ms = 2000;
