@@ -517,15 +517,20 @@ def fault_trace(name, m):
     elif name == "drop":
         assert m("tandem_pd_decode_transport_disconnects_total") >= 1
         assert failed + deadline >= 1
+    elif name == "abort_storm":
+        assert m("tandem_pd_unknown_aborts_total") >= 1
     elif name == "delay":
         assert failed == 0
 
 
-def retry_until_ok(url, item, attempts=4):
+def retry_until_ok(t, item, attempts=8):
+    """A patient client: after a clear error it waits for /health 200 and tries again (a
+    standing fault, such as drops every 300 frames, may hit the same request more than once)."""
     for _ in range(attempts):
-        out = run_item(url, item)
+        out = run_item(t.url, item)
         if out[0] == "ok":
             return out
+        wait_until(lambda: health(t)[0] == 200, 10)
     return out
 
 
@@ -549,8 +554,8 @@ def test_injected_fault_fails_clearly_or_matches_single(start_tandem, single, fa
         assert all(g[0] == "ok" for g in got), "a 20 ms delay must not fail requests"
     # Second wave: identical to single (a request hit again by a standing fault may retry).
     second = make_workload(seed=32, sessions=4, generates=8)
-    with ThreadPoolExecutor(len(second)) as pool:
-        again = list(pool.map(lambda it: retry_until_ok(t.url, it), second))
+    with ThreadPoolExecutor(4) as pool:
+        again = list(pool.map(lambda it: retry_until_ok(t, it), second))
     assert_identical(second, again, single(second))
     assert health(t)[0] == 200
     assert_idle_without_leaks(t)
