@@ -489,6 +489,45 @@ def test_mass_abort_during_transfers_leaks_nothing(start_tandem, single):
     assert_idle_without_leaks(t)
 
 
+def long_prompts(seed, count, pages=(2, 3), max_tokens=8):
+    rng = random.Random(seed)
+    return [Generate(ids=tuple([0] + [rng.randrange(10, 20000) for _ in range(
+        rng.randint(pages[0] * PAGE_SIZE - 40, pages[1] * PAGE_SIZE - 40))]),
+        max_tokens=max_tokens, logprobs=2) for _ in range(count)]
+
+
+def test_late_writes_after_the_abort_lease_cannot_touch_reused_pages(start_tandem, single):
+    """Invariant 2: every prefill frame is 1.5 s late while the lease is 100 ms, so aborted
+    requests' pages are reused before their writes arrive; those writes must be rejected and
+    the requests now owning the pages must get single's tokens and logprobs."""
+    t = start_tandem(*cache_args(), "--set", f"cache.memory_bytes={pool_bytes_for_pages(40)}",
+                     *pd_args("tcp", fault_delay_ms=1500, abort_lease_ms=100,
+                              transfer_timeout_ms=60000))
+    doomed = long_prompts(71, 12)
+    with ThreadPoolExecutor(len(doomed)) as pool:
+        pending = [pool.submit(run_item, t.url, it) for it in doomed]
+        assert wait_until(lambda: scrape(t)("tandem_pd_bytes_sent_total") > 0, 30, 0.02), \
+            "the prefill side never sent state: nothing would arrive late"
+        r = requests.post(t.url + "/abort_request", json={"abort_all": True}, timeout=10)
+        assert r.status_code == 200 and r.json()["aborted"] > 0, r.text
+        for f in pending:
+            f.result(timeout=10)  # every aborted request ends promptly
+    successors = long_prompts(72, 12)
+    assert_identical(successors, run_wave(t.url, successors), single(successors))
+    m = scrape(t)
+    assert m("tandem_pd_abort_leases_expired_total") >= 1, "no lease expired: pages were not reused early"
+    assert m("tandem_pd_stale_writes_rejected_total") + m("tandem_pd_late_writes_total") >= 1, \
+        "no late write was seen: the test did not exercise the race"
+    assert_idle_without_leaks(t)
+    # Each aborted transfer's quarantine ended exactly once: by its ACK or by its lease.
+    m = scrape(t)
+    ended = m("tandem_pd_abort_leases_expired_total") + m("tandem_pd_abort_acks_total")
+    assert ended == m("tandem_pd_transfers_total", result="aborted"), (
+        "quarantines ended (leases expired {} + acks {}) != aborted transfers {}".format(
+            m("tandem_pd_abort_leases_expired_total"), m("tandem_pd_abort_acks_total"),
+            m("tandem_pd_transfers_total", result="aborted")))
+
+
 # ---------------------------------------------------------------------------------------------
 # (c) injected faults: each request fails clearly or gets single's tokens; no wedge; no leak.
 
