@@ -670,6 +670,74 @@ def test_two_processes_survive_prefill_death(start_tandem, single):
     assert_idle_without_leaks(decode)
 
 
+def test_decode_death_leaves_the_prefill_clean(start_tandem, single):
+    """kill -9 the decode while its jobs are on the prefill (frames delayed so they stay in
+    flight): the prefill drops them and frees its pool (~40 pages, so a leak would starve the
+    next decode), and a new decode gets single's tokens from it."""
+    prefill, port = start_prefill(start_tandem, "--set", "transport.fault_delay_ms=500",
+                                  "--set", f"cache.memory_bytes={pool_bytes_for_pages(40)}")
+    first = start_decode(start_tandem, port)
+    wait_health(first, 200, 60)
+    doomed = long_prompts(81, 16)
+    threads = [threading.Thread(target=lambda it=it: _swallow(run_item, first.url, it))
+               for it in doomed]
+    for th in threads:
+        th.start()
+    assert wait_until(lambda: scrape(prefill)("tandem_pd_jobs_in_flight") >= 4, 30, 0.02), \
+        "the prefill never held the decode's jobs"
+    first.kill()
+    for th in threads:
+        th.join(10)
+
+    def prefill_idle():
+        m = scrape(prefill)
+        return (m("tandem_pd_jobs_in_flight") == 0 and m("tandem_pd_prefill_running") == 0
+                and m("tandem_pd_prefill_queue_depth") == 0
+                and m("tandem_pd_decode_peers_ready") == 0)
+    assert wait_until(prefill_idle, 15), f"the prefill kept the dead decode's jobs:\n{prefill.log[-3000:]}"
+    m = scrape(prefill)
+    assert m("tandem_pd_jobs_total", result="aborted") + m("tandem_pd_jobs_total",
+                                                           result="failed") >= 1
+    assert health(prefill)[0] == 200
+    second = start_decode(start_tandem, port)
+    wait_health(second, 200, 30)
+    wave = long_prompts(82, 12, pages=(3, 3))  # together about the whole prefill pool
+    assert_identical(wave, run_wave(second.url, wave), single(wave))
+    assert_idle_without_leaks(second)
+
+
+def _swallow(fn, *args):
+    try:
+        fn(*args)
+    except (requests.RequestException, AssertionError):
+        pass  # the decode died under this request: any ending is fine here
+
+
+def test_sigterm_with_transfers_in_flight_exits_cleanly(start_tandem, single):
+    t = start_tandem(*cache_args(), "--set", "server.shutdown_grace_ms=1000",
+                     *pd_args("tcp", fault_delay_ms=1000))
+    items = long_prompts(91, 8)
+    want = single(items)
+    with ThreadPoolExecutor(len(items)) as pool:
+        pending = [pool.submit(_outcome_or_connection_error, t.url, it) for it in items]
+        assert wait_until(lambda: scrape(t)("tandem_pd_transfers_in_flight") > 0, 30, 0.02)
+        start = time.time()
+        assert t.stop(timeout=20) == 0
+        assert time.time() - start < 10, "shutdown took longer than the grace plus 9 s"
+        outs = [f.result(timeout=10) for f in pending]
+    assert "shut down cleanly" in t.log
+    answered = [(it, o, w) for it, o, w in zip(items, outs, want) if o is not None]
+    assert_failed_clearly_or_identical([a[0] for a in answered], [a[1] for a in answered],
+                                       [a[2] for a in answered])
+
+
+def _outcome_or_connection_error(url, item):
+    try:
+        return run_item(url, item)
+    except requests.ConnectionError:
+        return None  # the server closed the connection after the grace period
+
+
 def test_decode_waits_for_its_prefill_and_answers_503_meanwhile(start_tandem, single):
     # A port nobody listens on (bound then released): the decode keeps retrying.
     with socket.socket() as s:
