@@ -27,10 +27,12 @@ def ttft(url, length, key):
     t0 = time.perf_counter()
     with requests.post(url + "/generate", json=body, stream=True, timeout=3600) as r:
         r.raise_for_status()
+        seen = []
         for line in r.iter_lines():
             if line.startswith(b"data: ") and b"output_ids" in line:
                 return time.perf_counter() - t0
-    sys.exit(f"no token from {url}")
+            seen.append(line)
+    sys.exit(f"no token from {url}: {b' '.join(seen)[:500]!r}")
 
 
 def transfer_bytes(url):
@@ -49,7 +51,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="best of N per length and setup")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
-    common = ["--set", "cache.memory_bytes=4294967296", "--set", "scheduler.max_prefill_tokens=2048"]
+    common = ["--set", "cache.memory_bytes=1073741824", "--set", "scheduler.max_prefill_tokens=2048"]
     setups = [("single", ["--topology", "single"]), ("pd inproc", ["--topology", "pd"])]
     if args.tcp:
         setups.append(("pd tcp", ["--topology", "pd", "--set", "transport.kind=tcp",

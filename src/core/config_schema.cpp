@@ -120,7 +120,7 @@ const std::vector<field>& table() {
         integer("transport", "handshake_timeout_ms", "Deadline for a peer handshake.",
          REF(transport.handshake_timeout_ms), 1, k_int_max),
         integer("transport", "transfer_timeout_ms",
-         "Deadline for one request's state transfer.", REF(transport.transfer_timeout_ms), 1,
+         "pd: a prefill job with no progress (no write arriving) for this long fails.", REF(transport.transfer_timeout_ms), 1,
          k_int_max),
         integer("transport", "reconnect_min_ms",
          "First delay before redialing a lost peer; doubles on each failure.",

@@ -25,7 +25,8 @@ struct request {
     std::vector<int32_t> prompt;
     sampling_params params;
     event_sink sink;
-    std::function<status(sequence_id)> on_prefilled;  // pd prefill side (see submit_request)
+    // pd prefill side (scheduler::submit with a prefill_hook): ships the prompt's state.
+    std::function<status(sequence_id, int64_t computed, bool done)> prefill_progress;
     uint64_t seed = 0;  // params.seed, or drawn from the process RNG at submit
 
     state_record state;

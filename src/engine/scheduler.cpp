@@ -91,7 +91,7 @@ status scheduler::validate(const submit_request& req) const {
 
 result<request_id> scheduler::submit(submit_request req) { return submit(std::move(req), {}); }
 
-result<request_id> scheduler::submit(submit_request req, prefilled_hook on_prefilled) {
+result<request_id> scheduler::submit(submit_request req, prefill_hook progress) {
     TANDEM_RETURN_IF_ERROR(validate(req));
     if (remote_) {
         // pd: without a reachable prefill engine the request could only wait; say so now (503).
@@ -115,7 +115,7 @@ result<request_id> scheduler::submit(submit_request req, prefilled_hook on_prefi
     r->prompt = std::move(req.prompt);
     r->params = std::move(req.params);
     r->sink = std::move(req.sink);
-    r->on_prefilled = std::move(on_prefilled);
+    r->prefill_progress = std::move(progress);
     if (r->params.seed) {
         r->seed = *r->params.seed;
     } else {

@@ -62,11 +62,13 @@ class scheduler final : public engine {
     ~scheduler() override;  // fails every unfinished request (unavailable), joins the thread
 
     result<request_id> submit(submit_request req) override;
-    // pd prefill side: `on_prefilled` is called on the scheduler thread once the prompt is
-    // computed and the first token sampled, while the sequence still holds the prompt's state
-    // (before the request's final event). It ships that state; an error fails the request.
-    using prefilled_hook = std::function<status(sequence_id)>;
-    result<request_id> submit(submit_request req, prefilled_hook on_prefilled);
+    // pd prefill side: `progress` is called on the scheduler thread after each prefill chunk
+    // (computed = tokens whose state the sequence now holds; done = false), and once the prompt
+    // is computed and the first token sampled (done = true), while the sequence still holds the
+    // prompt's state and before the request's final event. It ships that state (complete pages
+    // early, the rest at the end); an error fails the request.
+    using prefill_hook = std::function<status(sequence_id, int64_t computed, bool done)>;
+    result<request_id> submit(submit_request req, prefill_hook progress);
     void abort(request_id id) override;
     void finish(request_id id) override;
     engine_stats stats() const override;

@@ -87,7 +87,17 @@ void scheduler::sample_and_commit(const step_plan& plan, const step_output& out)
         const int64_t n = static_cast<int64_t>(item.tokens.size());
         if (item.logits == logits_mode::all) commit_prompt_logprobs(r, item, out, i);
         r.computed += n;
-        if (r.computed < r.total_tokens()) continue;  // mid-prefill: nothing to sample yet
+        if (r.computed < r.total_tokens()) {  // mid-prefill: nothing to sample yet
+            if (r.prefill_progress) {
+                // pd prefill side: complete pages travel while the next chunk computes.
+                if (status st = r.prefill_progress(r.sequence, r.computed, false); !st.is_ok()) {
+                    end_request(r, request_state::failed, finish_reason::error,
+                                st.with_context("sending the prefilled state"),
+                                "transfer send failed");
+                }
+            }
+            continue;
+        }
         TANDEM_CHECK(out.row_count[i] >= 1);
         const int64_t last = out.first_row[i] + out.row_count[i] - 1;
         commit_token(r, std::span<const float>(out.logits)
@@ -141,9 +151,9 @@ void scheduler::commit_sampled(request& r, int32_t token, position_logprobs&& lo
     } else if (r.transferring()) {
         transition(r.state, request_state::decoding, "state landed verified, first token from prefill");
     }
-    if (r.on_prefilled && r.output.size() == 1) {
-        // pd prefill side: ship the prompt's state while the sequence still holds it.
-        if (status st = r.on_prefilled(r.sequence); !st.is_ok()) {
+    if (r.prefill_progress && r.output.size() == 1) {
+        // pd prefill side: ship the rest of the prompt's state while the sequence holds it.
+        if (status st = r.prefill_progress(r.sequence, r.computed, true); !st.is_ok()) {
             end_request(r, request_state::failed, finish_reason::error,
                         st.with_context("sending the prefilled state"), "transfer send failed");
             return;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <limits>
 
 #include "core/check.h"
 #include "core/liveness.h"
@@ -166,9 +167,11 @@ status decode_link::start(const engine::remote_prefill_job& job) {
     t.request = job.id;
     t.peer = *peer;
     t.sequence = job.sequence;
+    // The deadline is one of progress (expire()); the tracker's own is never reached.
     t.tracker = std::make_unique<transfer_tracker>(pool, job_id, msg.pages, slot, tokens,
-                                                   monotonic_ms() + opt_.transfer_timeout_ms);
+                                                   std::numeric_limits<int64_t>::max());
     t.started_s = engine::monotonic_seconds();
+    t.progress_ms = monotonic_ms();
     TANDEM_RETURN_IF_ERROR(endpoint_->send(*transport_, *peer, msg));
     transfers_.emplace(job_id, std::move(t));
     job_of_[job.id] = job_id;
@@ -235,11 +238,13 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
     if (auto* w = std::get_if<page_write_msg>(&in.msg)) {
         if (transfer* t = find(w->request_id, in.peer); t && !t->reported) {
             c_.bytes.fetch_add(static_cast<int64_t>(w->data.size()));
+            t->progress_ms = monotonic_ms();
             on_write_result(w->request_id, *t, t->tracker->apply(pool, *w), out);
         }
     } else if (auto* s = std::get_if<state_write_msg>(&in.msg)) {
         if (transfer* t = find(s->request_id, in.peer); t && !t->reported) {
             c_.bytes.fetch_add(static_cast<int64_t>(s->data.size()));
+            t->progress_ms = monotonic_ms();
             on_write_result(s->request_id, *t, t->tracker->apply(pool, *s), out);
         }
     } else if (auto* d = std::get_if<prefill_done_msg>(&in.msg)) {
@@ -342,10 +347,10 @@ void decode_link::on_peer_lost(transport::peer_id peer, const status& why,
 void decode_link::expire(std::vector<engine::remote_prefill_result>& out) {
     const int64_t now = monotonic_ms();
     for (auto& [id, t] : transfers_) {
-        if (t.reported || !t.tracker->expired(now)) continue;
+        if (t.reported || now - t.progress_ms < opt_.transfer_timeout_ms) continue;
         fail(id, t,
              make_error(error_code::deadline_exceeded,
-                        fmt::format("the prefill transfer did not complete within "
+                        fmt::format("the prefill transfer made no progress for "
                                     "transport.transfer_timeout_ms = {} ({} of {} layers landed)",
                                     opt_.transfer_timeout_ms, t.tracker->layers_ready(),
                                     seqs_->pool().layout().layers().size())),

@@ -29,7 +29,7 @@
 namespace tandem::topo {
 
 struct decode_link_options {
-    int64_t transfer_timeout_ms = 30000;  // transport.transfer_timeout_ms
+    int64_t transfer_timeout_ms = 120000;  // transport.transfer_timeout_ms: no progress this long
     int64_t abort_lease_ms = 10000;       // transport.abort_lease_ms
 };
 
@@ -87,6 +87,7 @@ class decode_link final : public engine::remote_prefill {
         engine::sequence_id sequence = -1;
         std::unique_ptr<transfer_tracker> tracker;
         double started_s = 0.0;
+        int64_t progress_ms = 0;   // when the job was sent or its last write arrived
         bool reported = false;     // a failure went to the scheduler; waiting for release()
         bool writer_gone = false;  // no write can follow (done, failed, or the peer is lost)
     };

@@ -90,7 +90,9 @@ void prefill_server::on_job(transport::peer_id peer, prefill_job_msg&& msg) {
         if (ev.finished) on_final(j, std::move(ev));
     };
     result<engine::request_id> id =
-        eng_.submit(std::move(req), [this, j](engine::sequence_id seq) { return ship(*j, seq); });
+        eng_.submit(std::move(req), [this, j](engine::sequence_id seq, int64_t computed, bool done) {
+            return ship(*j, seq, computed, done);
+        });
     if (!id) {
         {
             std::lock_guard lock(mu_);
@@ -144,7 +146,7 @@ void prefill_server::on_peer_lost(transport::peer_id peer) {
     for (engine::request_id id : locals) eng_.abort(id);
 }
 
-status prefill_server::ship(job& j, engine::sequence_id seq) {
+status prefill_server::ship(job& j, engine::sequence_id seq, int64_t computed, bool done) {
     {
         std::lock_guard lock(mu_);
         if (j.abort_requested) return make_error(error_code::unavailable, "aborted by the decode side");
@@ -154,17 +156,23 @@ status prefill_server::ship(job& j, engine::sequence_id seq) {
     std::vector<int64_t> pages;
     for (const cache::page_ref& p : pool.page_table(slot)) pages.push_back(p.page);
     int64_t bytes = 0;
-    result<sent_transfer> sent =
-        send_transfer(pool, pages, slot.slot, j.msg, [&](pd_message&& m) {
-            if (auto* w = std::get_if<page_write_msg>(&m)) bytes += static_cast<int64_t>(w->data.size());
-            if (auto* w = std::get_if<state_write_msg>(&m)) bytes += static_cast<int64_t>(w->data.size());
-            return send(j.peer, m);
-        });
+    auto emit = [&](pd_message&& m) {
+        if (auto* w = std::get_if<page_write_msg>(&m)) bytes += static_cast<int64_t>(w->data.size());
+        if (auto* w = std::get_if<state_write_msg>(&m)) bytes += static_cast<int64_t>(w->data.size());
+        return send(j.peer, m);
+    };
+    if (!j.sender) j.sender = std::make_unique<transfer_sender>(j.msg);
+    status st;
+    if (!done) {
+        st = j.sender->send_complete_pages(pool, pages, slot.slot, computed, emit);
+    } else if (result<sent_transfer> sent = j.sender->finish(pool, pages, slot.slot, emit)) {
+        j.sent = *sent;
+        j.shipped = true;
+    } else {
+        st = sent.error();
+    }
     bytes_.fetch_add(bytes);
-    if (!sent) return sent.error();
-    j.sent = *sent;
-    j.shipped = true;
-    return status::ok();
+    return st;
 }
 
 void prefill_server::on_final(const std::shared_ptr<job>& j, engine::token_event&& ev) {

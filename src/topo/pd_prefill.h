@@ -50,6 +50,7 @@ class prefill_server {
         engine::request_id local = 0;  // 0 until submit() returned
         bool abort_requested = false;  // under mu_
         bool shipped = false;          // scheduler thread: every write was sent
+        std::unique_ptr<transfer_sender> sender;  // scheduler thread
         sent_transfer sent;
     };
     using job_key = std::pair<transport::peer_id, uint64_t>;
@@ -57,7 +58,8 @@ class prefill_server {
     void on_job(transport::peer_id peer, prefill_job_msg&& msg);
     void on_abort(transport::peer_id peer, const abort_msg& msg);
     void on_peer_lost(transport::peer_id peer);
-    status ship(job& j, engine::sequence_id seq);              // scheduler thread
+    // Scheduler thread: complete pages after each chunk, everything else when done.
+    status ship(job& j, engine::sequence_id seq, int64_t computed, bool done);
     void on_final(const std::shared_ptr<job>& j, engine::token_event&& ev);  // scheduler thread
     status send(transport::peer_id peer, const pd_message& m);
 

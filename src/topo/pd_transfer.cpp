@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <xxhash.h>
@@ -57,9 +58,9 @@ pd_message make_write(const cache::transfer_span& s, const cache::layout_spec& l
 
 }  // namespace
 
-result<sent_transfer> send_transfer(const cache::page_pool& src, std::span<const int64_t> src_pages,
-                                    int64_t src_slot, const prefill_job_msg& job,
-                                    const std::function<status(pd_message&&)>& emit) {
+status transfer_sender::send(const cache::page_pool& src, std::span<const int64_t> src_pages,
+                             int64_t src_slot, int64_t complete_pages, const emit_fn& emit) {
+    const prefill_job_msg& job = *job_;
     const cache::layout_spec& l = src.layout();
     const int64_t tokens = static_cast<int64_t>(job.token_ids.size());
     const int64_t n = pages_needed(l, tokens);
@@ -81,14 +82,56 @@ result<sent_transfer> send_transfer(const cache::page_pool& src, std::span<const
     cache::pool_geometry dst(l, max_page + 1, job.slot.slot + 1);
     cache::transfer_plan plan = cache::plan_transfer(src.geometry(), dst, moves, tokens, src_slot,
                                                      job.slot);
-    std::vector<uint64_t> sums;
-    sums.reserve(plan.spans.size());
-    for (const cache::transfer_span& s : plan.spans) {
-        const std::byte* bytes = src.arena() + s.src_offset;
-        sums.push_back(XXH3_64bits(bytes, static_cast<size_t>(s.bytes)));
-        TANDEM_RETURN_IF_ERROR(emit(make_write(s, l, job.request_id, bytes, sums.back())));
+    if (sums_.empty()) {
+        sums_.assign(plan.spans.size(), 0);
+        sent_.assign(plan.spans.size(), 0);
     }
-    return sent_transfer{static_cast<uint32_t>(sums.size()), transfer_checksum(sums)};
+    TANDEM_CHECK(sums_.size() == plan.spans.size());  // the plan depends on the job alone
+    // Which job page (0..n-1) each history span belongs to: its destination names it.
+    std::unordered_map<int32_t, int64_t> page_index;
+    for (int64_t i = 0; i < n; ++i) page_index[job.pages[i].page] = i;
+    for (size_t k = 0; k < plan.spans.size(); ++k) {
+        const cache::transfer_span& s = plan.spans[k];
+        if (sent_[k]) continue;
+        const bool ready = s.kind == cache::span_kind::history
+                               ? page_index.at(s.dst_page.page) < complete_pages
+                               : complete_pages >= n + 1;  // state: only when the prompt is done
+        if (!ready) continue;
+        const std::byte* bytes = src.arena() + s.src_offset;
+        sums_[k] = XXH3_64bits(bytes, static_cast<size_t>(s.bytes));
+        sent_[k] = 1;
+        ++sent_count_;
+        TANDEM_RETURN_IF_ERROR(emit(make_write(s, l, job.request_id, bytes, sums_[k])));
+    }
+    return status::ok();
+}
+
+status transfer_sender::send_complete_pages(const cache::page_pool& src,
+                                            std::span<const int64_t> src_pages, int64_t src_slot,
+                                            int64_t computed_tokens, const emit_fn& emit) {
+    const int64_t tokens = static_cast<int64_t>(job_->token_ids.size());
+    // A page is final once every token it covers was computed; the last, partial page (and the
+    // state) only at the end: its rows are complete only for the whole prompt.
+    const int64_t whole = std::min(computed_tokens, tokens) / src.layout().page_size();
+    const int64_t final_pages = tokens % src.layout().page_size() == 0
+                                    ? whole
+                                    : std::min(whole, pages_needed(src.layout(), tokens) - 1);
+    return send(src, src_pages, src_slot, final_pages, emit);
+}
+
+result<sent_transfer> transfer_sender::finish(const cache::page_pool& src,
+                                              std::span<const int64_t> src_pages, int64_t src_slot,
+                                              const emit_fn& emit) {
+    const int64_t n = pages_needed(src.layout(), static_cast<int64_t>(job_->token_ids.size()));
+    TANDEM_RETURN_IF_ERROR(send(src, src_pages, src_slot, n + 1, emit));
+    return sent_transfer{static_cast<uint32_t>(sums_.size()), transfer_checksum(sums_)};
+}
+
+result<sent_transfer> send_transfer(const cache::page_pool& src, std::span<const int64_t> src_pages,
+                                    int64_t src_slot, const prefill_job_msg& job,
+                                    const emit_fn& emit) {
+    transfer_sender sender(job);
+    return sender.finish(src, src_pages, src_slot, emit);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -37,12 +37,38 @@ struct sent_transfer {
     uint32_t writes = 0;
     uint64_t checksum = 0;
 };
-// Emits every write of the request in plan order (layer by layer). `src_pages` are the prefill
-// pool's pages holding the prompt, in order; `src_slot` its sequence slot. Stops at the first
-// error `emit` returns (an abort arrived, the peer is gone) and returns it.
+using emit_fn = std::function<status(pd_message&&)>;
+
+// Streams one job's writes while the prompt is computed: each page the computation has wholly
+// covered is sent as soon as it is (so the transport moves it while the next chunk computes);
+// the partial last page and the sequence state when the prompt is done. `src_pages` are the
+// prefill pool's pages holding the prompt, in order, and `src_slot` its slot, as they are at each
+// call (a preempted prefill recomputes into other pages; its bytes are bitwise the same, so what
+// was sent stays valid). Every call stops at the first error `emit` returns (an abort arrived,
+// the peer is gone). The whole-transfer checksum covers every span in plan order, as the
+// receiver computes it, whatever order they were sent in.
+class transfer_sender {
+public:
+    explicit transfer_sender(const prefill_job_msg& job) : job_(&job) {}
+    status send_complete_pages(const cache::page_pool& src, std::span<const int64_t> src_pages,
+                               int64_t src_slot, int64_t computed_tokens, const emit_fn& emit);
+    result<sent_transfer> finish(const cache::page_pool& src, std::span<const int64_t> src_pages,
+                                 int64_t src_slot, const emit_fn& emit);
+    int64_t writes_sent() const { return sent_count_; }
+
+private:
+    status send(const cache::page_pool& src, std::span<const int64_t> src_pages, int64_t src_slot,
+                int64_t complete_pages, const emit_fn& emit);
+    const prefill_job_msg* job_;
+    std::vector<uint64_t> sums_;    // per plan span, once sent
+    std::vector<uint8_t> sent_;
+    int64_t sent_count_ = 0;
+};
+
+// All of a finished prompt's writes at once (transfer_sender::finish on a fresh sender).
 result<sent_transfer> send_transfer(const cache::page_pool& src, std::span<const int64_t> src_pages,
                                     int64_t src_slot, const prefill_job_msg& job,
-                                    const std::function<status(pd_message&&)>& emit);
+                                    const emit_fn& emit);
 
 // ---- Decode side: single writes --------------------------------------------------------------
 

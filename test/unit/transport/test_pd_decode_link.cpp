@@ -301,3 +301,24 @@ TEST_CASE("pd decode_link: a request re-sent after preemption is never confused 
     REQUIRE(eventually([&] { return r.idle_and_free(); }));
     CHECK(r.link.metrics().abort_acks == 1);
 }
+
+TEST_CASE("pd decode_link: the deadline is one of progress: a slow but steady transfer completes") {
+    rig r({250, 300});
+    engine::sequence_id seq = r.start(9);
+    REQUIRE(eventually([&] { return r.prefill.job_count() == 1; }));
+    const prefill_job_msg job = r.prefill.job(0);
+    int writes = 0;
+    std::thread prefill([&] {
+        r.respond(job, [&](pd_message&) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(60));
+            ++writes;
+            return true;
+        });
+    });
+    auto res = r.wait_result(9, 20000);
+    prefill.join();
+    CHECK(writes * 60 > 250);  // the whole transfer took longer than the deadline
+    REQUIRE_MESSAGE(res.error.is_ok(), res.error.message());
+    r.seqs->destroy(seq);
+    CHECK(r.idle_and_free());
+}

@@ -118,6 +118,42 @@ TEST_CASE("pd_transfer: a whole transfer lands byte-exact, layer gates open in o
     CHECK(t.stats().writes_applied == static_cast<int64_t>(msgs.size()));
 }
 
+TEST_CASE("pd_transfer: streaming complete pages early sends the same writes and checksum") {
+    pd_fixture f;  // 1.5 pages + 5 tokens: page 0 complete, page 1 partial
+    auto job = f.admit(1);
+    f.prefill_ran(101);
+    sent_transfer whole;
+    auto all_at_once = f.writes(job, &whole);
+
+    transfer_sender sender(job);
+    std::vector<pd_message> streamed;
+    auto emit = [&](pd_message&& m) { streamed.push_back(std::move(m)); return status::ok(); };
+    const int64_t ps = f.layout.page_size();
+    // Nothing is final before the first page is wholly computed.
+    REQUIRE(sender.send_complete_pages(*f.prefill, f.src_pages, f.src_slot.slot, ps - 1, emit).is_ok());
+    CHECK(streamed.empty());
+    REQUIRE(sender.send_complete_pages(*f.prefill, f.src_pages, f.src_slot.slot, ps + 3, emit).is_ok());
+    const size_t after_first = streamed.size();
+    CHECK(after_first > 0);
+    for (const pd_message& m : streamed) {
+        REQUIRE(std::holds_alternative<page_write_msg>(m));  // no state before the end
+        CHECK(std::get<page_write_msg>(m).page == job.pages[0]);
+    }
+    // Computing the whole prompt does not send the partial last page: only finish() does.
+    REQUIRE(sender.send_complete_pages(*f.prefill, f.src_pages, f.src_slot.slot, f.tokens, emit).is_ok());
+    CHECK(streamed.size() == after_first);
+    CHECK(sender.writes_sent() == static_cast<int64_t>(after_first));
+    auto done = sender.finish(*f.prefill, f.src_pages, f.src_slot.slot, emit);
+    REQUIRE(done.is_ok());
+    CHECK(streamed.size() == all_at_once.size());
+    CHECK(done->writes == whole.writes);
+    CHECK(done->checksum == whole.checksum);  // plan order, whatever the send order
+    auto t = f.tracker(job);
+    for (const pd_message& m : streamed) REQUIRE(apply(t, *f.decode, m).is_ok());
+    REQUIRE(t.finish(done_of(1, *done)).is_ok());
+    CHECK(t.complete());
+}
+
 TEST_CASE("pd_transfer: a corrupt write is never applied and fails the request") {
     pd_fixture f;
     auto job = f.admit(1);
