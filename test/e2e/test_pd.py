@@ -203,9 +203,29 @@ def run_chat(url, item):
     return ("ok", tuple(turns), tuple(scores))
 
 
+@dataclass(frozen=True)
+class Raw:
+    """Any JSON request; the answer is the whole response body less its id and timestamp."""
+    path: str
+    body: str  # JSON text (hashable)
+
+
+def run_raw(url, item):
+    r = requests.post(url + item.path, data=item.body, timeout=REQUEST_TIMEOUT,
+                      headers={"Content-Type": "application/json"})
+    if r.status_code != 200:
+        return clear_error(r)
+    out = r.json()
+    out.pop("id", None)
+    out.pop("created", None)
+    return ("ok", json.dumps(out, sort_keys=True), None)
+
+
 def run_item(url, item, stream=False):
     if isinstance(item, Generate):
         return run_generate(url, item, stream)
+    if isinstance(item, Raw):
+        return run_raw(url, item)
     return run_chat(url, item)
 
 
@@ -220,9 +240,13 @@ def describe_mismatches(items, got, want, limit=5):
     lines = []
     for i, (it, g, w) in enumerate(zip(items, got, want)):
         if g != w:
-            size = len(it.ids) if isinstance(it, Generate) else [len(t) for t in it.turns]
-            lines.append(f"#{i} {type(it).__name__} prompt size {size} temperature "
-                         f"{it.temperature}\n   got  {str(g)[:400]}\n   want {str(w)[:400]}")
+            if isinstance(it, Raw):
+                what = f"{it.path} {it.body[:200]}"
+            else:
+                size = len(it.ids) if isinstance(it, Generate) else [len(t) for t in it.turns]
+                what = f"prompt size {size} temperature {it.temperature}"
+            lines.append(f"#{i} {type(it).__name__} {what}"
+                         f"\n   got  {str(g)[:400]}\n   want {str(w)[:400]}")
     return f"{len(lines)} of {len(items)} differ:\n" + "\n".join(lines[:limit])
 
 
@@ -433,6 +457,44 @@ def test_pd_streams_match_single(start_tandem, single):
     t = start_tandem(*cache_args(), *pd_args("tcp"))
     got = run_wave(t.url, items, streams=set(range(len(items))))
     assert_identical(items, got, want)
+
+
+def raw(path, **body):
+    return Raw(path, json.dumps(body))
+
+
+def edge_requests():
+    """Prompt lengths on the window (8), compression (4, 16), chunk and page (128) boundaries;
+    prefill-only requests; prompt logprobs (echo); n > 1 with seeds; stop ids."""
+    rng = random.Random(17)
+    ids = lambda n: [0] + [rng.randrange(10, 20000) for _ in range(n - 1)]
+    lengths = [1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 127, 128, 129, 255, 256, 257, 384, 385]
+    out = [raw("/generate", input_ids=ids(n), sampling_params={
+        "temperature": 0, "max_tokens": 6, "logprobs": 2}) for n in lengths]
+    out += [raw("/generate", input_ids=ids(n), sampling_params={
+        "temperature": 0, "max_tokens": 1, "logprobs": 3})
+            for n in (1, 200)]
+    out += [raw("/generate", input_ids=ids(60), sampling_params={
+        "temperature": 0, "max_tokens": 12, "stop_token_ids": list(range(10, 129280, 7))})]
+    text = " ".join(rng.choice(WORDS) for _ in range(220))
+    out += [raw("/v1/completions", prompt=text, max_tokens=4, echo=True, logprobs=2,
+                temperature=0),
+            raw("/v1/completions", prompt=["a b", "c d e"], max_tokens=5, n=2, seed=9,
+                temperature=0.7),
+            raw("/v1/chat/completions", messages=[{"role": "user", "content": text}],
+                max_tokens=6, n=3, seed=5, temperature=0.7, logprobs=True, top_logprobs=2)]
+    return out
+
+
+@pytest.mark.parametrize("chunk", [2048, 128])
+@pytest.mark.parametrize("kind", ["inproc", "tcp"])
+def test_pd_edge_requests_match_single(start_tandem, single, kind, chunk):
+    items = edge_requests()
+    want = single(items)
+    t = start_tandem(*cache_args(), "--set", f"scheduler.max_prefill_tokens={chunk}",
+                     *pd_args(kind))
+    assert_identical(items, run_wave(t.url, items), want)
+    assert_idle_without_leaks(t)
 
 
 # ---------------------------------------------------------------------------------------------
