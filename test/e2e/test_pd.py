@@ -467,12 +467,15 @@ def edge_requests():
     """Prompt lengths on the window (8), compression (4, 16), chunk and page (128) boundaries;
     prefill-only requests; prompt logprobs (echo); n > 1 with seeds; stop ids."""
     rng = random.Random(17)
-    ids = lambda n: [0] + [rng.randrange(10, 20000) for _ in range(n - 1)]
+
+    def ids(n):
+        return [0] + [rng.randrange(10, 20000) for _ in range(n - 1)]
+
     lengths = [1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 127, 128, 129, 255, 256, 257, 384, 385]
     out = [raw("/generate", input_ids=ids(n), sampling_params={
         "temperature": 0, "max_tokens": 6, "logprobs": 2}) for n in lengths]
-    out += [raw("/generate", input_ids=ids(n), sampling_params={
-        "temperature": 0, "max_tokens": 1, "logprobs": 3})
+    out += [raw("/generate", input_ids=ids(n),
+                sampling_params={"temperature": 0, "max_tokens": 1, "logprobs": 3})
             for n in (1, 200)]
     out += [raw("/generate", input_ids=ids(60), sampling_params={
         "temperature": 0, "max_tokens": 12, "stop_token_ids": list(range(10, 129280, 7))})]
