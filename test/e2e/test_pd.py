@@ -339,6 +339,13 @@ def scrape(t):
     return Metrics(r.text)
 
 
+def metric_is(t, name, value):
+    """For wait_until: `name` is on /metrics (a starting server may not show it yet) and equals
+    `value`."""
+    m = scrape(t)
+    return m.has(name) and m(name) == value
+
+
 def wait_until(predicate, timeout, step=0.1):
     deadline = time.time() + timeout
     while True:
@@ -732,6 +739,26 @@ def test_two_processes_survive_prefill_death(start_tandem, single):
     assert scrape(decode)("tandem_pd_prefill_peers_ready") == 1
     wave = make_workload(seed=45, sessions=8, generates=8)
     assert_identical(wave, run_wave(decode.url, wave), single(wave))
+    assert_idle_without_leaks(decode)
+
+
+def test_a_decode_with_two_prefills_survives_losing_one(start_tandem, single):
+    first, port1 = start_prefill(start_tandem)
+    second, port2 = start_prefill(start_tandem)
+    decode = start_tandem(*cache_args(), *pd_args(
+        "tcp", role="decode", peers=peers_value(port1, port2), reconnect_min_ms=50,
+        reconnect_max_ms=500, abort_lease_ms=500), healthy=False).wait_listening()
+    assert wait_until(lambda: metric_is(decode, "tandem_pd_prefill_peers_ready", 2), 30), \
+        decode.log[-3000:]
+    wave = make_workload(seed=85, sessions=4, generates=12)
+    assert_identical(wave, run_wave(decode.url, wave), single(wave))
+    jobs = [scrape(p)("tandem_pd_jobs_total", result="ok") for p in (first, second)]
+    assert all(j >= 1 for j in jobs), f"one prefill did all the work: {jobs}"
+    first.kill()
+    assert wait_until(lambda: metric_is(decode, "tandem_pd_prefill_peers_ready", 1), 10)
+    assert health(decode)[0] == 200, health(decode)
+    again = make_workload(seed=86, sessions=4, generates=12)
+    assert_identical(again, run_wave(decode.url, again), single(again))
     assert_idle_without_leaks(decode)
 
 
