@@ -858,19 +858,29 @@ def test_decode_waits_for_its_prefill_and_answers_503_meanwhile(start_tandem, si
 # (e) a layout mismatch is refused at the handshake.
 
 
-def test_layout_mismatch_is_refused_naming_both_layouts(start_tandem):
-    _, port = start_prefill(start_tandem, dtypes=("fp8", "bf16"))
-    decode = start_decode(start_tandem, port, dtypes=("fp8", "fp8"))
-    line = decode.wait_for_log(r"(?=.*bf16)(?=.*fp8).*", timeout=20)
-    assert line
-    time.sleep(1.0)  # several reconnect attempts: none may succeed
+@pytest.mark.parametrize("prefill_args,decode_args,names", [
+    (cache_args("fp8", "bf16"), cache_args("fp8", "fp8"), ("bf16", "fp8")),  # index-K dtype
+    (cache_args("bf16", "fp8"), cache_args("fp8", "fp8"), ("bf16", "fp8")),  # KV dtype
+    (cache_args() + ["--set", "cache.page_size=256"], cache_args(), ("256", "128")),
+], ids=["index_k_dtype", "kv_dtype", "page_size"])
+def test_layout_mismatch_is_refused_naming_both_layouts(start_tandem, prefill_args, decode_args,
+                                                        names):
+    prefill = start_tandem(*prefill_args, *pd_args("tcp", role="prefill", listen_port=0))
+    port = int(prefill.wait_for_log(PEERS_RE).group(2))
+    decode = start_tandem(*decode_args, *pd_args(
+        "tcp", role="decode", peers=peers_value(port), reconnect_min_ms=50,
+        reconnect_max_ms=200), healthy=False).wait_listening()
+    both = "".join(f"(?=.*{re.escape(n)})" for n in names)
+    decode.wait_for_log(both + r".*(?i:layout)", timeout=20)  # the decode log names both
+    time.sleep(1.0)  # several redials: none may succeed
     code, text = health(decode)
     assert code == 503, text
     message = json.loads(text)["error"]["message"]
-    assert "bf16" in message and "fp8" in message, message
+    assert all(n in message for n in names), message
     r = requests.post(decode.url + "/generate", json={"input_ids": [0, 1, 2]}, timeout=10)
     assert r.status_code == 503, r.text
     assert scrape(decode)("tandem_pd_prefill_peers_ready") == 0
+    assert scrape(prefill)("tandem_pd_decode_peers_ready") == 0
 
 
 # ---------------------------------------------------------------------------------------------
