@@ -543,6 +543,12 @@ def test_mass_abort_during_transfers_leaks_nothing(start_tandem, single):
     sockets = [open_raw_generate(t.port, p, 4000) for p in prompts[32:]]
     in_flight = wait_until(lambda: scrape(t)("tandem_pd_transfers_in_flight") > 0, 20, 0.02)
     assert in_flight, "no transfer was ever in flight: the abort would not hit the window"
+
+    def all_admitted():  # abort_all only reaches requests the server already has
+        m = scrape(t)
+        return m("tandem_running_requests") + m("tandem_queue_depth") == len(prompts)
+    assert wait_until(all_admitted, 20, 0.02)
+    assert scrape(t)("tandem_pd_transfers_in_flight") > 0
     for s in sockets:  # client disconnects
         s.close()
     r = requests.post(t.url + "/abort_request", json={"abort_all": True}, timeout=10)
@@ -583,6 +589,7 @@ def test_late_writes_after_the_abort_lease_cannot_touch_reused_pages(start_tande
     doomed = long_prompts(71, 12)
     with ThreadPoolExecutor(len(doomed)) as pool:
         pending = [pool.submit(run_item, t.url, it) for it in doomed]
+        assert wait_until(lambda: metric_is(t, "tandem_running_requests", len(doomed)), 30, 0.02)
         assert wait_until(lambda: scrape(t)("tandem_pd_bytes_sent_total") > 0, 30, 0.02), \
             "the prefill side never sent state: nothing would arrive late"
         r = requests.post(t.url + "/abort_request", json={"abort_all": True}, timeout=10)
