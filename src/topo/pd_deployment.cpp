@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "engine/cpu_engine.h"
+#include "topo/model_identity.h"
 #include "topo/pd_decode.h"
 #include "topo/pd_faults.h"
 #include "topo/pd_metrics_text.h"
@@ -40,7 +41,9 @@ result<prefill_side> build_prefill(const config& cfg, liveness_registry& livenes
     p.sched = std::make_unique<engine::scheduler>(
         std::move(parts->executor), std::move(parts->cap),
         engine::scheduler_options_from(cfg, liveness.add("prefill scheduler")));
-    p.endpoint = std::make_unique<pd_endpoint>(pd_role::prefill, p.seqs->pool().layout());
+    auto model = identify_model(cfg.model.path, cfg.model.numerics);
+    if (!model) return model.error();
+    p.endpoint = std::make_unique<pd_endpoint>(pd_role::prefill, p.seqs->pool().layout(), *model);
     p.server = std::make_unique<prefill_server>(*p.sched, p.seqs);
     return p;
 }
@@ -57,7 +60,9 @@ result<decode_side> build_decode(const config& cfg, liveness_registry& liveness)
     so.remote = d.link;
     d.sched = std::make_unique<engine::scheduler>(std::move(parts->executor),
                                                   std::move(parts->cap), std::move(so));
-    d.endpoint = std::make_unique<pd_endpoint>(pd_role::decode, d.seqs->pool().layout());
+    auto model = identify_model(cfg.model.path, cfg.model.numerics);
+    if (!model) return model.error();
+    d.endpoint = std::make_unique<pd_endpoint>(pd_role::decode, d.seqs->pool().layout(), *model);
     return d;
 }
 

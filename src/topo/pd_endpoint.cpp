@@ -5,8 +5,8 @@
 
 namespace tandem::topo {
 
-pd_endpoint::pd_endpoint(pd_role role, const cache::layout_spec& layout)
-    : hello_(make_hello(role, layout)) {}
+pd_endpoint::pd_endpoint(pd_role role, const cache::layout_spec& layout, model_identity model)
+    : hello_(make_hello(role, layout, std::move(model))) {}
 
 transport::handshake_options pd_endpoint::handshake(int64_t timeout_ms) const {
     transport::handshake_options h;

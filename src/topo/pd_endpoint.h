@@ -40,7 +40,7 @@ struct pd_counters {
 
 class pd_endpoint {
 public:
-    pd_endpoint(pd_role role, const cache::layout_spec& layout);
+    pd_endpoint(pd_role role, const cache::layout_spec& layout, model_identity model = {});
 
     pd_role role() const { return hello_.role; }
     const hello_msg& hello() const { return hello_; }

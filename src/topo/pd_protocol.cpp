@@ -53,6 +53,8 @@ void put(wire_writer& w, const hello_msg& m) {
     w.u8(static_cast<uint8_t>(m.role));
     w.u64(m.layout_fingerprint);
     w.str(m.layout_description.substr(0, k_max_description_bytes));
+    w.u64(m.model.fingerprint);
+    w.str(m.model.description.substr(0, k_max_description_bytes));
 }
 void put(wire_writer&, const hello_ack_msg&) {}
 void put(wire_writer& w, const refuse_msg& m) {
@@ -168,6 +170,8 @@ bool get(wire_reader& r, hello_msg& m) {
     m.role = static_cast<pd_role>(role);
     m.layout_fingerprint = r.u64();
     m.layout_description = r.str(k_max_description_bytes);
+    m.model.fingerprint = r.u64();
+    m.model.description = r.str(k_max_description_bytes);
     return role == 1 || role == 2;
 }
 bool get(wire_reader&, hello_ack_msg&) { return true; }
@@ -320,9 +324,10 @@ result<pd_message> decode_message(uint16_t kind, std::span<const std::byte> payl
 
 // ------------------------------------------------------------------------------------------------
 
-hello_msg make_hello(pd_role role, const cache::layout_spec& layout) {
+hello_msg make_hello(pd_role role, const cache::layout_spec& layout, model_identity model) {
     hello_msg h;
     h.role = role;
+    h.model = std::move(model);
     h.layout_fingerprint = layout.fingerprint();
     h.layout_description = layout.describe();
     return h;
@@ -349,6 +354,14 @@ status check_peer_hello(const hello_msg& local, std::span<const std::byte> peer_
                                       pd_role_name(peer.role), peer.layout_description,
                                       peer.layout_fingerprint, pd_role_name(local.role),
                                       local.layout_description, local.layout_fingerprint));
+    }
+    if (peer.model.fingerprint != local.model.fingerprint) {
+        return make_error(error_code::invalid_argument,
+                          fmt::format("model mismatch: {} serves {} (fp {:016x}) but {} serves {} "
+                                      "(fp {:016x})",
+                                      pd_role_name(peer.role), peer.model.description,
+                                      peer.model.fingerprint, pd_role_name(local.role),
+                                      local.model.description, local.model.fingerprint));
     }
     return status::ok();
 }

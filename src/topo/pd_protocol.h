@@ -49,11 +49,19 @@ const char* pd_kind_name(uint16_t kind);  // "unknown" for kinds outside the enu
 enum class pd_role : uint8_t { prefill = 1, decode = 2 };
 const char* pd_role_name(pd_role r);
 
+// Which model a peer serves: two engines with one layout but different weights or numerics would
+// hand each other state that decodes into wrong tokens, silently.
+struct model_identity {
+    uint64_t fingerprint = 0;
+    std::string description;  // for mismatch errors
+};
+
 struct hello_msg {
     uint16_t protocol_version = k_pd_protocol_version;
     pd_role role = pd_role::decode;
     uint64_t layout_fingerprint = 0;
     std::string layout_description;  // layout_spec::describe(): for mismatch errors
+    model_identity model;
 };
 struct hello_ack_msg {};
 struct refuse_msg { std::string reason; };
@@ -153,9 +161,9 @@ transport::frame encode_message(const pd_message& m);
 // data_loss naming the kind and what was wrong; never reads outside `payload`.
 result<pd_message> decode_message(uint16_t kind, std::span<const std::byte> payload);
 
-// The handshake: our HELLO, and the check of the peer's. A fingerprint mismatch names both
-// layouts; a version mismatch names both versions; two peers of the same role are refused.
-hello_msg make_hello(pd_role role, const cache::layout_spec& layout);
+// The handshake: our HELLO, and the check of the peer's. A layout or model fingerprint mismatch
+// names both layouts (models); a version mismatch names both versions; two peers of the same role are refused.
+hello_msg make_hello(pd_role role, const cache::layout_spec& layout, model_identity model = {});
 status check_peer_hello(const hello_msg& local, std::span<const std::byte> peer_payload);
 
 }  // namespace tandem::topo

@@ -247,6 +247,37 @@ TEST_CASE("pd deployment: one decode server balances jobs over two prefill serve
     CHECK(jobs2 > 0);
 }
 
+TEST_CASE("pd deployment: peers serving different weights refuse each other") {
+    tiny_checkpoint a(31), b(32);  // same preset, same layout, different weights
+    config c = with_topology(base_config(a.dir.string()), "pd", "tcp");
+    c.topology.role = "prefill";
+    liveness_registry l1;
+    auto prefill = topo::deployment::create(c, l1);
+    REQUIRE(prefill);
+    config d = with_topology(base_config(b.dir.string()), "pd", "tcp");
+    d.topology.role = "decode";
+    d.transport.peers = {(*prefill)->prefill_address()};
+    liveness_registry l2;
+    auto decode = topo::deployment::create(d, l2);
+    REQUIRE(decode);
+    std::optional<std::string> why;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+        why = (*decode)->health_problem();
+        if (why && why->find("model mismatch") != std::string::npos) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(why.has_value());
+    CHECK(why->find("model mismatch") != std::string::npos);
+    CHECK(why->find(a.dir.string()) != std::string::npos);
+    CHECK(why->find(b.dir.string()) != std::string::npos);
+    collector col;
+    sampling_params p;
+    auto id = (*decode)->api_engine()->submit({{1, 2, 3}, p, col.sink(), ""});
+    REQUIRE_FALSE(id);
+    CHECK(id.error().code() == error_code::unavailable);
+}
+
 TEST_CASE("pd deployment: topology and transport combinations are checked at startup") {
     auto cfg = load_config({});
     REQUIRE(cfg);

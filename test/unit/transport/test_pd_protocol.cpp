@@ -246,4 +246,12 @@ TEST_CASE("pd handshake: a layout mismatch is refused naming both layouts") {
     st = check_peer_hello(decode_hello, encode_message(old).payload);
     REQUIRE_FALSE(st.is_ok());
     CHECK(st.message().find("version mismatch") != std::string::npos);
+
+    // Same layout, different weights: refused, naming both models.
+    hello_msg a = make_hello(pd_role::decode, decode_layout, {0x1111, "models/a (1 safetensors file, numerics hf)"});
+    frame b = encode_message(make_hello(pd_role::prefill, decode_layout, {0x2222, "models/b (1 safetensors file, numerics hf)"}));
+    st = check_peer_hello(a, b.payload);
+    REQUIRE_FALSE(st.is_ok());
+    CHECK(st.message().find("model mismatch: prefill serves models/b") != std::string::npos);
+    CHECK(st.message().find("but decode serves models/a") != std::string::npos);
 }
