@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pytest
 import requests
 
-from conftest import TandemServer, run_tandem
+from conftest import MODEL_DIR, TandemServer, run_tandem
 
 # Small pages so that long prompts span several of them (tests may state sizes).
 PAGE_SIZE = 128
@@ -870,20 +870,15 @@ def test_decode_waits_for_its_prefill_and_answers_503_meanwhile(start_tandem, si
 # (e) a layout mismatch is refused at the handshake.
 
 
-@pytest.mark.parametrize("prefill_args,decode_args,names", [
-    (cache_args("fp8", "bf16"), cache_args("fp8", "fp8"), ("bf16", "fp8")),  # index-K dtype
-    (cache_args("bf16", "fp8"), cache_args("fp8", "fp8"), ("bf16", "fp8")),  # KV dtype
-    (cache_args() + ["--set", "cache.page_size=256"], cache_args(), ("256", "128")),
-], ids=["index_k_dtype", "kv_dtype", "page_size"])
-def test_layout_mismatch_is_refused_naming_both_layouts(start_tandem, prefill_args, decode_args,
-                                                        names):
+def assert_handshake_refused(start_tandem, prefill_args, decode_args, names):
+    """A prefill and a decode that must not work together: the decode never becomes ready and
+    says why, naming what each side has (`names`), in its /health and its log."""
     prefill = start_tandem(*prefill_args, *pd_args("tcp", role="prefill", listen_port=0))
     port = int(prefill.wait_for_log(PEERS_RE).group(2))
     decode = start_tandem(*decode_args, *pd_args(
         "tcp", role="decode", peers=peers_value(port), reconnect_min_ms=50,
         reconnect_max_ms=200), healthy=False).wait_listening()
-    both = "".join(f"(?=.*{re.escape(n)})" for n in names)
-    decode.wait_for_log(both + r".*(?i:layout)", timeout=20)  # the decode log names both
+    decode.wait_for_log("".join(f"(?=.*{re.escape(n)})" for n in names), timeout=20)
     time.sleep(1.0)  # several redials: none may succeed
     code, text = health(decode)
     assert code == 503, text
@@ -893,6 +888,27 @@ def test_layout_mismatch_is_refused_naming_both_layouts(start_tandem, prefill_ar
     assert r.status_code == 503, r.text
     assert scrape(decode)("tandem_pd_prefill_peers_ready") == 0
     assert scrape(prefill)("tandem_pd_decode_peers_ready") == 0
+
+
+@pytest.mark.parametrize("prefill_args,decode_args,names", [
+    (cache_args("fp8", "bf16"), cache_args("fp8", "fp8"), ("bf16", "fp8", "layout")),
+    (cache_args("bf16", "fp8"), cache_args("fp8", "fp8"), ("bf16", "fp8", "layout")),
+    (cache_args() + ["--set", "cache.page_size=256"], cache_args(), ("256", "128", "layout")),
+], ids=["index_k_dtype", "kv_dtype", "page_size"])
+def test_layout_mismatch_is_refused_naming_both_layouts(start_tandem, prefill_args, decode_args,
+                                                        names):
+    assert_handshake_refused(start_tandem, prefill_args, decode_args, names)
+
+
+def test_different_weights_or_numerics_are_refused(start_tandem, tmp_path):
+    other = tmp_path / "tiny-seed-2"
+    r = run_tandem("make-model", "--preset", "tiny", "--out", str(other), "--seed", "2",
+                   "--tokenizer", str(MODEL_DIR.parent / "tokenizer"), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert_handshake_refused(start_tandem, cache_args() + ["--model", str(other)], cache_args(),
+                             ("model mismatch", str(other), str(MODEL_DIR.name)))
+    assert_handshake_refused(start_tandem, cache_args() + ["--set", "model.numerics=official"],
+                             cache_args(), ("model mismatch", "official", "hf"))
 
 
 # ---------------------------------------------------------------------------------------------
