@@ -774,6 +774,26 @@ def test_a_decode_with_two_prefills_survives_losing_one(start_tandem, single):
     assert_idle_without_leaks(decode)
 
 
+def test_decode_side_faults_in_two_processes(start_tandem, single):
+    """Each process applies its own fault settings: the decode corrupts some PREFILL_JOBs it
+    sends, the prefill drops them (frame checksum), and those requests fail at the transfer
+    deadline; the rest match single."""
+    prefill, port = start_prefill(start_tandem)
+    decode = start_decode(start_tandem, port, "--set", "transport.fault_corrupt_probability=0.2",
+                          "--set", "transport.fault_seed=7", "--set",
+                          "transport.transfer_timeout_ms=3000")
+    wait_health(decode, 200, 60)
+    items = make_workload(seed=87, sessions=0, generates=24)
+    start = time.time()
+    got = run_wave(decode.url, items)
+    assert time.time() - start < 60
+    assert_failed_clearly_or_identical(items, got, single(items))
+    assert any(g[0] == "error" for g in got), "no corrupted job: the fault did not act"
+    assert scrape(prefill)("tandem_pd_prefill_transport_frame_checksum_failures_total") >= 1
+    assert scrape(decode)("tandem_pd_aborts_total", cause="deadline") >= 1
+    assert_idle_without_leaks(decode)
+
+
 def test_decode_death_leaves_the_prefill_clean(start_tandem, single):
     """kill -9 the decode while its jobs are on the prefill (frames delayed so they stay in
     flight): the prefill drops them and frees its pool (~40 pages, so a leak would starve the
