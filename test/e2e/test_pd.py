@@ -387,6 +387,25 @@ def test_decode_side_faults_in_two_processes(start_tandem, single):
     assert_idle_without_leaks(decode)
 
 
+def test_a_prompt_the_prefill_cannot_hold_fails_at_once(start_tandem, single):
+    """The prefill's pool (~20 pages) is smaller than the decode's: a 35-page prompt the decode
+    admits fails clearly and at once (no wait for a deadline); smaller ones still work."""
+    _, port = start_prefill(start_tandem, "--set",
+                            f"cache.memory_bytes={pool_bytes_for_pages(20)}")
+    decode = start_decode(start_tandem, port)
+    wait_health(decode, 200, 60)
+    big = Generate(ids=tuple([0] + [(i * 7) % 20000 + 10 for i in range(35 * PAGE_SIZE)]),
+                   max_tokens=4)
+    start = time.time()
+    out = run_item(decode.url, big)
+    assert out[0] == "error" and "prefill" in out[2], out
+    assert time.time() - start < 5
+    small = make_workload(seed=89, sessions=2, generates=4)
+    assert_identical(small, run_wave(decode.url, small), single(small))
+    assert health(decode)[0] == 200
+    assert_idle_without_leaks(decode)
+
+
 def test_decode_death_leaves_the_prefill_clean(start_tandem, single):
     """kill -9 the decode while its jobs are on the prefill (frames delayed so they stay in
     flight): the prefill drops them and frees its pool (~40 pages, so a leak would starve the
