@@ -348,8 +348,11 @@ def test_two_processes_survive_prefill_death(start_tandem, single):
 
 
 def test_a_decode_with_two_prefills_survives_losing_one(start_tandem, single):
+    """Two prefills that compute differently (chunks of 128 tokens on one thread vs the
+    defaults) both give single's tokens; losing one leaves the decode serving from the other."""
     first, port1 = start_prefill(start_tandem)
-    second, port2 = start_prefill(start_tandem)
+    second, port2 = start_prefill(start_tandem, "--set", "scheduler.max_prefill_tokens=128",
+                                  "--set", "backend.threads=1")
     decode = start_tandem(*cache_args(), *pd_args(
         "tcp", role="decode", peers=peers_value(port1, port2), reconnect_min_ms=50,
         reconnect_max_ms=500, abort_lease_ms=500), healthy=False).wait_listening()
