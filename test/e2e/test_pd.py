@@ -59,6 +59,9 @@ def test_pd_tokens_are_identical_to_single(start_tandem, single, kv, idx, kind):
                                                                 result="ok") >= len(items)
     assert m("tandem_pd_transfer_bytes_total") > before("tandem_pd_transfer_bytes_total")
     assert m("tandem_pd_transfer_seconds_count") > before("tandem_pd_transfer_seconds_count")
+    assert (m("tandem_pd_transfer_seconds_bucket", le="+Inf")
+            == m("tandem_pd_transfer_seconds_count"))
+    assert m("tandem_pd_transfer_seconds_sum") > 0
     assert m("tandem_pd_transfers_total", result="failed") == 0
     assert m("tandem_pd_checksum_failures_total") == 0
     assert m("tandem_pd_prefill_peers_ready") >= 1
