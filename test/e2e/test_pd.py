@@ -412,6 +412,75 @@ def test_a_prompt_the_prefill_cannot_hold_fails_at_once(start_tandem, single):
     assert_idle_without_leaks(decode)
 
 
+def test_a_rogue_peer_cannot_hurt_the_decode(start_tandem, single):
+    """Invariant 5: whatever listens at the prefill address (silence, garbage, a huge frame
+    header) the decode stays up, 503 with Retry-After, and connects once a real prefill is
+    there."""
+    rogue = socket.socket()
+    rogue.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    rogue.bind(("127.0.0.1", 0))
+    rogue.listen(16)
+    rogue.settimeout(0.2)
+    port = rogue.getsockname()[1]
+    rng = random.Random(99)
+    payloads = [b"", bytes(rng.randrange(256) for _ in range(4096)), b"\xff" * 64,
+                b"GET / HTTP/1.1\r\n\r\n", b"\x00" * 32]
+    served, stop = [0], threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = rogue.accept()
+            except socket.timeout:
+                continue
+            with conn:
+                try:
+                    conn.sendall(payloads[served[0] % len(payloads)])
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the decode closed the link on the garbage: as it should
+                served[0] += 1
+                time.sleep(0.3)
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        decode = start_decode(start_tandem, port, "--set", "transport.handshake_timeout_ms=200")
+        assert wait_until(lambda: served[0] >= 2 * len(payloads), 30), served
+        code, text = health(decode)
+        assert code == 503 and "prefill peer" in text, text
+        r = requests.post(decode.url + "/generate", json={"input_ids": [0, 1, 2]}, timeout=5)
+        assert r.status_code == 503 and r.headers.get("Retry-After"), r.text
+    finally:
+        stop.set()
+        server.join()
+        rogue.close()
+    start_prefill(start_tandem, port=port)
+    wait_health(decode, 200, 30)
+    items = make_workload(seed=97, sessions=2, generates=4)
+    assert_identical(items, run_wave(decode.url, items), single(items))
+    m = scrape(decode)
+    assert m("tandem_pd_decode_transport_disconnects_total") >= len(payloads)
+
+
+def test_a_rogue_client_cannot_hurt_the_prefill(start_tandem, single):
+    prefill, port = start_prefill(start_tandem, "--set", "transport.handshake_timeout_ms=200")
+    rng = random.Random(98)
+    for payload in [b"", bytes(rng.randrange(256) for _ in range(65536)), b"\xff" * 64,
+                    b"\x00" * 4096]:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            try:
+                s.sendall(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the prefill closed the link on the garbage: as it should
+            time.sleep(0.3)  # past the handshake deadline
+    assert health(prefill)[0] == 200
+    decode = start_decode(start_tandem, port)
+    wait_health(decode, 200, 30)
+    items = make_workload(seed=96, sessions=2, generates=4)
+    assert_identical(items, run_wave(decode.url, items), single(items))
+    assert scrape(prefill)("tandem_pd_prefill_transport_disconnects_total") >= 1
+
+
 def test_decode_death_leaves_the_prefill_clean(start_tandem, single):
     """kill -9 the decode while its jobs are on the prefill (frames delayed so they stay in
     flight): the prefill drops them and frees its pool (~40 pages, so a leak would starve the
