@@ -145,7 +145,8 @@ def test_pd_edge_requests_match_single(start_tandem, single, kind, chunk):
 
 
 # ---------------------------------------------------------------------------------------------
-# (b) mass abort while transfers are in flight, then a second wave identical to single.
+# (b) mass abort while transfers are in flight, then a second wave identical to single;
+# late writes after an abort; shutdown with transfers in flight.
 
 
 def test_mass_abort_during_transfers_leaks_nothing(start_tandem, single):
@@ -232,6 +233,24 @@ def test_late_writes_after_the_abort_lease_cannot_touch_reused_pages(start_tande
         "quarantines ended (leases expired {} + acks {}) != aborted transfers {}".format(
             m("tandem_pd_abort_leases_expired_total"), m("tandem_pd_abort_acks_total"),
             m("tandem_pd_transfers_total", result="aborted")))
+
+
+def test_sigterm_with_transfers_in_flight_exits_cleanly(start_tandem, single):
+    t = start_tandem(*cache_args(), "--set", "server.shutdown_grace_ms=1000",
+                     *pd_args("tcp", fault_delay_ms=1000))
+    items = long_prompts(91, 8)
+    want = single(items)
+    with ThreadPoolExecutor(len(items)) as pool:
+        pending = [pool.submit(outcome_or_none_if_closed, t.url, it) for it in items]
+        assert wait_until(lambda: scrape(t)("tandem_pd_transfers_in_flight") > 0, 30, 0.02)
+        start = time.time()
+        assert t.stop(timeout=20) == 0
+        assert time.time() - start < 10, "shutdown took longer than the grace plus 9 s"
+        outs = [f.result(timeout=10) for f in pending]
+    assert "shut down cleanly" in t.log
+    answered = [(it, o, w) for it, o, w in zip(items, outs, want) if o is not None]
+    assert_failed_clearly_or_identical([a[0] for a in answered], [a[1] for a in answered],
+                                       [a[2] for a in answered])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -516,24 +535,6 @@ def test_decode_death_leaves_the_prefill_clean(start_tandem, single):
     wave = long_prompts(82, 12, pages=(3, 3))  # together about the whole prefill pool
     assert_identical(wave, run_wave(second.url, wave), single(wave))
     assert_idle_without_leaks(second)
-
-
-def test_sigterm_with_transfers_in_flight_exits_cleanly(start_tandem, single):
-    t = start_tandem(*cache_args(), "--set", "server.shutdown_grace_ms=1000",
-                     *pd_args("tcp", fault_delay_ms=1000))
-    items = long_prompts(91, 8)
-    want = single(items)
-    with ThreadPoolExecutor(len(items)) as pool:
-        pending = [pool.submit(outcome_or_none_if_closed, t.url, it) for it in items]
-        assert wait_until(lambda: scrape(t)("tandem_pd_transfers_in_flight") > 0, 30, 0.02)
-        start = time.time()
-        assert t.stop(timeout=20) == 0
-        assert time.time() - start < 10, "shutdown took longer than the grace plus 9 s"
-        outs = [f.result(timeout=10) for f in pending]
-    assert "shut down cleanly" in t.log
-    answered = [(it, o, w) for it, o, w in zip(items, outs, want) if o is not None]
-    assert_failed_clearly_or_identical([a[0] for a in answered], [a[1] for a in answered],
-                                       [a[2] for a in answered])
 
 
 def test_decode_waits_for_its_prefill_and_answers_503_meanwhile(start_tandem, single):
