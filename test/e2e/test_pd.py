@@ -248,9 +248,8 @@ def test_sigterm_with_transfers_in_flight_exits_cleanly(start_tandem, single):
         assert time.time() - start < 10, "shutdown took longer than the grace plus 9 s"
         outs = [f.result(timeout=10) for f in pending]
     assert "shut down cleanly" in t.log
-    answered = [(it, o, w) for it, o, w in zip(items, outs, want) if o is not None]
-    assert_failed_clearly_or_identical([a[0] for a in answered], [a[1] for a in answered],
-                                       [a[2] for a in answered])
+    assert None not in outs, "a connection closed without an answer (expected a clear error)"
+    assert_failed_clearly_or_identical(items, outs, want)
 
 
 # ---------------------------------------------------------------------------------------------
