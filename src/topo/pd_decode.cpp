@@ -72,14 +72,18 @@ pd_handlers decode_link::handlers() {
         wake();
     };
     h.on_peer_lost = [this](transport::peer_id p, const status& why) {
+        bool repeated = false;
         {
             std::lock_guard lock(mu_);
             auto it = ready_.find(p);
-            last_loss_ = it != ready_.end() ? fmt::format("{}: {}", it->second, why.message())
-                                            : why.message();
+            std::string loss = it != ready_.end() ? fmt::format("{}: {}", it->second, why.message())
+                                                  : why.message();
+            repeated = loss == last_loss_;
+            last_loss_ = std::move(loss);
             if (it != ready_.end()) ready_.erase(it);
         }
-        TANDEM_LOG_WARN("pd: prefill peer lost: {}", why.message());
+        // A refused peer is retried every reconnect_max_ms: say it once, not every retry.
+        if (!repeated) TANDEM_LOG_WARN("pd: prefill peer lost: {}", why.message());
         post({inbound::what::peer_lost, p, {}, why});
     };
     auto message = [this](transport::peer_id p, auto&& m) {
