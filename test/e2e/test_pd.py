@@ -391,6 +391,27 @@ def test_a_decode_with_two_prefills_survives_losing_one(start_tandem, single):
     assert_idle_without_leaks(decode)
 
 
+def test_two_decodes_share_a_prefill_and_one_dying_spares_the_other(start_tandem, single):
+    prefill, port = start_prefill(start_tandem, "--set", "transport.fault_delay_ms=200")
+    doomed, survivor = start_decode(start_tandem, port), start_decode(start_tandem, port)
+    wait_health(doomed, 200, 60)
+    wait_health(survivor, 200, 60)
+    assert wait_until(lambda: metric_is(prefill, "tandem_pd_decode_peers_ready", 2), 10)
+    ours = make_workload(seed=88, sessions=4, generates=12)
+    want = single(ours)
+    theirs = long_prompts(89, 12)
+    with ThreadPoolExecutor(2) as pool:
+        mine = pool.submit(run_wave, survivor.url, ours)
+        pool.submit(run_wave, doomed.url, theirs)  # its answers die with it
+        assert wait_until(lambda: scrape(doomed)("tandem_pd_transfers_in_flight") > 0, 30, 0.02)
+        doomed.kill()
+        got = mine.result(timeout=120)
+    assert_identical(ours, got, want)  # the other decode's death cost these requests nothing
+    assert wait_until(lambda: metric_is(prefill, "tandem_pd_decode_peers_ready", 1), 10)
+    assert wait_until(lambda: metric_is(prefill, "tandem_pd_jobs_in_flight", 0), 15)
+    assert_idle_without_leaks(survivor)
+
+
 def test_decode_side_faults_in_two_processes(start_tandem, single):
     """Each process applies its own fault settings: the decode corrupts some PREFILL_JOBs it
     sends, the prefill drops them (frame checksum), and those requests fail at the transfer
