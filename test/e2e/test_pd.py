@@ -68,6 +68,25 @@ def test_pd_tokens_are_identical_to_single(start_tandem, single, kv, idx, kind):
     assert_idle_without_leaks(t)
 
 
+def test_preempted_requests_are_prefilled_again_and_match_single(start_tandem, single):
+    """Long generations outgrow a ~32-page decode pool, so running requests are preempted and
+    sent to the prefill again while late frames (300 ms) of earlier attempts are still coming:
+    the tokens stay single's."""
+    rng = random.Random(63)
+    items = [Generate(ids=tuple([0] + [rng.randrange(10, 20000)
+                                       for _ in range(rng.randint(60, 2 * PAGE_SIZE))]),
+                      max_tokens=rng.randint(100, 200), ignore_eos=True, logprobs=1)
+             for _ in range(16)]
+    want = single(items)
+    t = start_tandem(*cache_args(), "--set", f"cache.memory_bytes={pool_bytes_for_pages(32)}",
+                     *pd_args("tcp", fault_delay_ms=300, abort_lease_ms=100))
+    assert_identical(items, run_wave(t.url, items), want)
+    m = scrape(t)
+    assert m("tandem_preemptions_total") + m("tandem_pd_aborts_total", cause="preempted") >= 1, \
+        "nothing was preempted: the pool was not small enough for this test"
+    assert_idle_without_leaks(t)
+
+
 @pytest.mark.parametrize("kind", ["inproc", "tcp"])
 def test_pd_under_page_pressure_and_small_prefill_chunks(start_tandem, single, kind):
     """A pool of ~40 pages on each side and 128-token prefill chunks: requests wait for pages
