@@ -622,6 +622,7 @@ def assert_handshake_refused(start_tandem, prefill_args, decode_args, names):
     assert r.status_code == 503, r.text
     assert scrape(decode)("tandem_pd_prefill_peers_ready") == 0
     assert scrape(prefill)("tandem_pd_decode_peers_ready") == 0
+    return prefill, port, decode
 
 
 @pytest.mark.parametrize("prefill_args,decode_args,names", [
@@ -632,6 +633,16 @@ def assert_handshake_refused(start_tandem, prefill_args, decode_args, names):
 def test_layout_mismatch_is_refused_naming_both_layouts(start_tandem, prefill_args, decode_args,
                                                         names):
     assert_handshake_refused(start_tandem, prefill_args, decode_args, names)
+
+
+def test_a_refused_decode_heals_when_a_matching_prefill_takes_the_port(start_tandem, single):
+    prefill, port, decode = assert_handshake_refused(
+        start_tandem, cache_args("fp8", "bf16"), cache_args("fp8", "fp8"), ("bf16", "fp8"))
+    prefill.kill()
+    start_prefill(start_tandem, port=port)  # fp8 / fp8, like the decode
+    wait_health(decode, 200, 15)
+    items = make_workload(seed=93, sessions=2, generates=4)
+    assert_identical(items, run_wave(decode.url, items), single(items))
 
 
 def test_different_weights_or_numerics_are_refused(start_tandem, tmp_path):
