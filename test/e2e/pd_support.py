@@ -384,11 +384,13 @@ def wait_health(t, status, timeout):
 # Shared pieces of several tests
 
 
-def pool_bytes_for_pages(pages, kv="fp8", idx="fp8", slots=64):
-    """A pool budget that holds `slots` sequence states and about `pages` pages (tandem plan)."""
+def pool_bytes_for_pages(pages, kv="fp8", idx="fp8"):
+    """A pool budget that holds every sequence slot's state and about `pages` pages, from
+    `tandem plan` (no literal sizes here)."""
     r = run_tandem("plan", "--json", *cache_args(kv, idx))
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
+    slots = plan["budget"]["sequence_slots"]
     return slots * plan["state_bytes_per_sequence"] + pages * plan["bytes_per_page"]
 
 
