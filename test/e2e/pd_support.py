@@ -161,43 +161,71 @@ def run_generate(url, item, stream=False):
         assert len(out["output_ids"]) == out["usage"]["completion_tokens"]
         scores = native_scores(out["logprobs"]) if item.logprobs is not None else None
         return ("ok", (tuple(out["output_ids"]), out["finish_reason"]), scores)
-    ids, entries, finish, done = [], [], None, False
-    for line in r.iter_lines(decode_unicode=True):
-        if not line:
-            continue
-        assert line.startswith("data: "), line
-        data = line[len("data: "):]
-        if data == "[DONE]":
-            done = True
-            break
-        event = json.loads(data)
+    ids, entries, finish = [], [], None
+    for event in sse_events(r):
         if "error" in event:  # an error event ends the stream
             assert event["error"]["message"], event
             return ("error", 200, event["error"]["message"])
         ids += event["output_ids"]
         entries += event.get("logprobs") or []
         finish = event["finish_reason"] or finish
-    assert done and finish, f"stream ended without [DONE] or a finish reason: {ids}"
+    assert finish, f"the stream never gave a finish reason: {ids}"
     scores = native_scores(entries) if item.logprobs is not None else None
     return ("ok", (tuple(ids), finish), scores)
 
 
-def run_chat(url, item):
+def sse_events(r):
+    """The JSON events of a server-sent-events response, until [DONE] (asserted present).
+    Lines are split as bytes: SSE ends lines only at CR or LF, while str.splitlines would also
+    split inside a JSON string holding U+2028 or U+0085 (valid there, unescaped)."""
+    for raw_line in r.iter_lines(decode_unicode=False):
+        if not raw_line:
+            continue
+        line = raw_line.decode("utf-8")
+        assert line.startswith("data: "), line
+        if line == "data: [DONE]":
+            return
+        yield json.loads(line[len("data: "):])
+    raise AssertionError("the stream ended without [DONE]")
+
+
+def chat_turn(url, body, stream):
+    """One chat completion: (logprob entries, finish reason, content), or an error outcome."""
+    r = requests.post(url + "/v1/chat/completions", json={**body, "stream": stream},
+                      timeout=REQUEST_TIMEOUT, stream=stream)
+    if r.status_code != 200:
+        return clear_error(r)
+    if not stream:
+        choice = r.json()["choices"][0]
+        entries = choice["logprobs"]["content"]
+        assert len(entries) == r.json()["usage"]["completion_tokens"]
+        return entries, choice["finish_reason"], choice["message"].get("content") or ""
+    entries, finish, content = [], None, ""
+    for event in sse_events(r):
+        if "error" in event:  # an error event ends the stream
+            assert event["error"]["message"], event
+            return ("error", 200, event["error"]["message"])
+        for choice in event.get("choices", []):
+            content += choice.get("delta", {}).get("content") or ""
+            entries += (choice.get("logprobs") or {}).get("content") or []
+            finish = choice.get("finish_reason") or finish
+    assert finish, "the stream never gave a finish reason"
+    return entries, finish, content
+
+
+def run_chat(url, item, stream=False):
     messages, turns, scores = [], [], []
     for text, max_tokens in zip(item.turns, item.max_tokens):
         messages.append({"role": "user", "content": text})
         body = {"messages": messages, "max_tokens": max_tokens, "logprobs": True,
                 **sampling_of(item)}
-        r = requests.post(url + "/v1/chat/completions", json=body, timeout=REQUEST_TIMEOUT)
-        if r.status_code != 200:
-            return clear_error(r)
-        choice = r.json()["choices"][0]
-        entries = choice["logprobs"]["content"]
-        assert len(entries) == r.json()["usage"]["completion_tokens"]
-        tokens = tuple((e["token"], tuple(e["bytes"])) for e in entries)
-        turns.append((tokens, choice["finish_reason"], choice["message"].get("content")))
+        answer = chat_turn(url, body, stream)
+        if answer[0] == "error":
+            return answer
+        entries, finish, content = answer
+        turns.append((tuple((e["token"], tuple(e["bytes"])) for e in entries), finish, content))
         scores.append(tuple(e["logprob"] for e in entries))
-        messages.append({"role": "assistant", "content": choice["message"].get("content") or ""})
+        messages.append({"role": "assistant", "content": content})
     return ("ok", tuple(turns), tuple(scores))
 
 
@@ -224,7 +252,7 @@ def run_item(url, item, stream=False):
         return run_generate(url, item, stream)
     if isinstance(item, Raw):
         return run_raw(url, item)
-    return run_chat(url, item)
+    return run_chat(url, item, stream)
 
 
 def run_wave(url, items, streams=(), workers=64):
