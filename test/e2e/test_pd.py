@@ -450,6 +450,20 @@ def test_decode_side_faults_in_two_processes(start_tandem, single):
     assert_idle_without_leaks(decode)
 
 
+def test_an_abort_storm_from_the_decode_changes_nothing(start_tandem, single):
+    """The decode sends 3 ABORTs for requests that never existed after each frame: the prefill
+    counts and ignores them; every answer is single's."""
+    prefill, port = start_prefill(start_tandem)
+    decode = start_decode(start_tandem, port, "--set", "transport.fault_abort_storm=3")
+    wait_health(decode, 200, 60)
+    items = make_workload(seed=91, sessions=4, generates=12)
+    assert_identical(items, run_wave(decode.url, items), single(items))
+    p = scrape(prefill)
+    assert p("tandem_pd_aborts_received_total") >= len(items)
+    assert p("tandem_pd_jobs_total", result="aborted") == 0
+    assert_idle_without_leaks(decode)
+
+
 def test_a_prompt_the_prefill_cannot_hold_fails_at_once(start_tandem, single):
     """The prefill's pool (~20 pages) is smaller than the decode's: a 35-page prompt the decode
     admits fails clearly and at once (no wait for a deadline); smaller ones still work."""
