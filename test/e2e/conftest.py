@@ -47,10 +47,30 @@ class TandemServer:
         return f"http://127.0.0.1:{self.port}"
 
     def wait_listening(self, timeout=30):
-        if not self._listening.wait(timeout):
-            self.kill()
-            raise AssertionError(f"tandem did not start listening:\n{self.log}")
+        deadline = time.time() + timeout
+        while not self._listening.wait(0.1):
+            if self.proc.poll() is not None or time.time() >= deadline:  # exited: fail now
+                self.kill()
+                self._reader.join(5)
+                raise AssertionError(f"tandem did not start listening:\n{self.log}")
         return self
+
+    def wait_for_log(self, pattern, timeout=30):
+        """The first match of `pattern` (a regex) in the log, waiting up to `timeout` seconds."""
+        regex = re.compile(pattern)
+        deadline = time.time() + timeout
+        while True:
+            exited = self.proc.poll() is not None
+            if exited:
+                self._reader.join(5)  # its last lines
+            for line in list(self.lines):
+                m = regex.search(line)
+                if m:
+                    return m
+            if exited or time.time() >= deadline:
+                raise AssertionError(f"no log line matching {pattern!r} within {timeout}s "
+                                     f"(exited: {exited}):\n{self.log}")
+            time.sleep(0.05)
 
     def wait_healthy(self, timeout=120):
         self.wait_listening(timeout)
