@@ -10,6 +10,7 @@
 #include "core/liveness.h"
 #include "core/log.h"
 #include "engine/scheduler.h"
+#include "topo/pd_convert.h"
 
 namespace tandem::topo {
 
@@ -19,28 +20,6 @@ int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
-}
-
-prefill_sampling sampling_for(const engine::sampling_params& p, uint64_t seed) {
-    prefill_sampling s;
-    s.temperature = p.temperature;
-    s.top_p = p.top_p;
-    s.top_k = static_cast<int32_t>(p.top_k);
-    s.min_p = p.min_p;
-    s.repetition_penalty = p.repetition_penalty;
-    s.presence_penalty = p.presence_penalty;
-    s.frequency_penalty = p.frequency_penalty;
-    s.seed = seed;
-    s.logprobs = p.logprobs;
-    s.prompt_logprobs = p.prompt_logprobs;
-    return s;
-}
-
-engine::position_logprobs to_engine(const scored_position& p) {
-    engine::position_logprobs out;
-    out.chosen = {p.token, p.logprob};
-    for (const token_logprob& t : p.top) out.top.push_back({t.token, t.logprob});
-    return out;
 }
 
 abort_cause wire_cause(engine::release_cause c) {
@@ -163,7 +142,7 @@ status decode_link::start(const engine::remote_prefill_job& job) {
     prefill_job_msg msg;
     msg.request_id = job_id;
     msg.token_ids.assign(job.prompt.begin(), job.prompt.end());
-    msg.sampling = sampling_for(*job.params, job.seed);
+    msg.sampling = to_wire(*job.params, job.seed);
     msg.pages.assign(table.begin(), table.begin() + n);
     msg.slot = slot;
     msg.deadline_ms = opt_.transfer_timeout_ms;
@@ -243,13 +222,15 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
         if (transfer* t = find(w->request_id, in.peer); t && !t->reported) {
             c_.bytes.fetch_add(static_cast<int64_t>(w->data.size()));
             t->progress_ms = monotonic_ms();
-            on_write_result(w->request_id, *t, t->tracker->apply(pool, *w), out);
+            const receive_stats before = t->tracker->stats();
+            on_write_result(w->request_id, *t, before, t->tracker->apply(pool, *w), out);
         }
     } else if (auto* s = std::get_if<state_write_msg>(&in.msg)) {
         if (transfer* t = find(s->request_id, in.peer); t && !t->reported) {
             c_.bytes.fetch_add(static_cast<int64_t>(s->data.size()));
             t->progress_ms = monotonic_ms();
-            on_write_result(s->request_id, *t, t->tracker->apply(pool, *s), out);
+            const receive_stats before = t->tracker->stats();
+            on_write_result(s->request_id, *t, before, t->tracker->apply(pool, *s), out);
         }
     } else if (auto* d = std::get_if<prefill_done_msg>(&in.msg)) {
         on_done(in.peer, *d, out);
@@ -279,17 +260,18 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
     }
 }
 
-void decode_link::on_write_result(uint64_t id, transfer& t, const status& st,
+void decode_link::on_write_result(uint64_t id, transfer& t, const receive_stats& before,
+                                  const status& st,
                                   std::vector<engine::remote_prefill_result>& out) {
-    if (st.is_ok()) return;
-    if (st.code() == error_code::out_of_range) {
-        c_.stale.fetch_add(1);
-    } else if (st.message().find("checksum") != std::string::npos) {
-        c_.checksum.fetch_add(1);
-    } else {
-        c_.unexpected.fetch_add(1);
-    }
-    fail(id, t, st, false, out);
+    count_rejections(before, t.tracker->stats());
+    if (!st.is_ok()) fail(id, t, st, false, out);
+}
+
+// What the tracker rejected since `before` (it classifies; we only count).
+void decode_link::count_rejections(const receive_stats& before, const receive_stats& after) {
+    c_.checksum.fetch_add(after.checksum_failures - before.checksum_failures);
+    c_.stale.fetch_add(after.stale_rejected - before.stale_rejected);
+    c_.unexpected.fetch_add(after.unexpected - before.unexpected);
 }
 
 void decode_link::on_done(transport::peer_id peer, prefill_done_msg& done,
@@ -297,18 +279,16 @@ void decode_link::on_done(transport::peer_id peer, prefill_done_msg& done,
     transfer* t = find(done.request_id, peer);
     if (t == nullptr || t->reported) return;
     t->writer_gone = true;  // every write precedes PREFILL_DONE on the link
+    const receive_stats before = t->tracker->stats();
     if (status st = t->tracker->finish(done); !st.is_ok()) {
-        if (st.message().find("checksum") != std::string::npos) c_.checksum.fetch_add(1);
+        count_rejections(before, t->tracker->stats());
         return fail(done.request_id, *t, st, true, out);
     }
     engine::remote_prefill_result r;
     r.id = t->request;
     r.first_token = done.first_token;
-    r.first_logprobs.chosen = {done.first_token, done.first_logprob};
-    for (const token_logprob& tl : done.top_logprobs) {
-        r.first_logprobs.top.push_back({tl.token, tl.logprob});
-    }
-    for (const scored_position& p : done.prompt_logprobs) r.prompt_logprobs.push_back(to_engine(p));
+    r.first_logprobs = from_wire(scored_position{done.first_token, done.first_logprob, done.top_logprobs});
+    for (const scored_position& p : done.prompt_logprobs) r.prompt_logprobs.push_back(from_wire(p));
     transfer_seconds_.observe(engine::monotonic_seconds() - t->started_s);
     c_.ok.fetch_add(1);
     out.push_back(std::move(r));

@@ -95,8 +95,9 @@ class decode_link final : public engine::remote_prefill {
     void post(inbound&& in);
     void wake();
     void handle(inbound& in, std::vector<engine::remote_prefill_result>& out);
-    void on_write_result(uint64_t id, transfer& t, const status& st,
+    void on_write_result(uint64_t id, transfer& t, const receive_stats& before, const status& st,
                          std::vector<engine::remote_prefill_result>& out);
+    void count_rejections(const receive_stats& before, const receive_stats& after);
     void on_done(transport::peer_id peer, prefill_done_msg& done,
                  std::vector<engine::remote_prefill_result>& out);
     void fail(uint64_t id, transfer& t, status why, bool writer_gone,

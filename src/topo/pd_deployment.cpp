@@ -23,6 +23,7 @@ struct prefill_side {
     std::unique_ptr<prefill_server> server;
     std::unique_ptr<transport::transport> transport;
     std::string listening;  // "host:port" for tcp
+    int port = 0;           // the bound tcp port
 };
 
 struct decode_side {
@@ -33,7 +34,8 @@ struct decode_side {
     std::unique_ptr<transport::transport> transport;
 };
 
-result<prefill_side> build_prefill(const config& cfg, liveness_registry& liveness) {
+result<prefill_side> build_prefill(const config& cfg, const model_identity& model,
+                                   liveness_registry& liveness) {
     result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(cfg);
     if (!parts) return parts.error().with_context("prefill engine");
     prefill_side p;
@@ -41,14 +43,13 @@ result<prefill_side> build_prefill(const config& cfg, liveness_registry& livenes
     p.sched = std::make_unique<engine::scheduler>(
         std::move(parts->executor), std::move(parts->cap),
         engine::scheduler_options_from(cfg, liveness.add("prefill scheduler")));
-    auto model = identify_model(cfg.model.path, cfg.model.numerics);
-    if (!model) return model.error();
-    p.endpoint = std::make_unique<pd_endpoint>(pd_role::prefill, p.seqs->pool().layout(), *model);
+    p.endpoint = std::make_unique<pd_endpoint>(pd_role::prefill, p.seqs->pool().layout(), model);
     p.server = std::make_unique<prefill_server>(*p.sched, p.seqs);
     return p;
 }
 
-result<decode_side> build_decode(const config& cfg, liveness_registry& liveness) {
+result<decode_side> build_decode(const config& cfg, const model_identity& model,
+                                 liveness_registry& liveness) {
     result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(cfg);
     if (!parts) return parts.error().with_context("decode engine");
     decode_side d;
@@ -60,9 +61,7 @@ result<decode_side> build_decode(const config& cfg, liveness_registry& liveness)
     so.remote = d.link;
     d.sched = std::make_unique<engine::scheduler>(std::move(parts->executor),
                                                   std::move(parts->cap), std::move(so));
-    auto model = identify_model(cfg.model.path, cfg.model.numerics);
-    if (!model) return model.error();
-    d.endpoint = std::make_unique<pd_endpoint>(pd_role::decode, d.seqs->pool().layout(), *model);
+    d.endpoint = std::make_unique<pd_endpoint>(pd_role::decode, d.seqs->pool().layout(), model);
     return d;
 }
 
@@ -149,15 +148,18 @@ result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
                                                        liveness_registry& liveness) {
     const std::string& role = cfg.topology.role;
     const bool inproc = cfg.transport.kind == "inproc";
+    // One fingerprint for both sides of this process: it reads samples of every weight file.
+    result<model_identity> model = identify_model(cfg.model.path, cfg.model.numerics);
+    if (!model) return model.error();
     std::optional<prefill_side> p;
     std::optional<decode_side> d;
     if (role != "decode") {
-        auto built = build_prefill(cfg, liveness);
+        auto built = build_prefill(cfg, *model, liveness);
         if (!built) return built.error();
         p = std::move(built.value());
     }
     if (role != "prefill") {
-        auto built = build_decode(cfg, liveness);
+        auto built = build_decode(cfg, *model, liveness);
         if (!built) return built.error();
         d = std::move(built.value());
     }
@@ -172,8 +174,8 @@ result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
     if (p && !inproc) {
         auto t = make_tcp(cfg, true, *p->endpoint, {}, liveness.add("prefill transport"));
         if (!t) return t.error().with_context("pd prefill transport");
-        const int port = static_cast<transport::tcp_transport&>(**t).bound_port();
-        p->listening = fmt::format("{}:{}", cfg.transport.listen_host, port);
+        p->port = static_cast<transport::tcp_transport&>(**t).bound_port();
+        p->listening = fmt::format("{}:{}", cfg.transport.listen_host, p->port);
         p->transport = std::move(t.value());
         TANDEM_LOG_INFO("pd: prefill accepting decode peers on {}", p->listening);
     }
@@ -182,7 +184,7 @@ result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
         if (p) {  // role both over tcp: the decode side dials our own prefill listener
             const std::string host =
                 cfg.transport.listen_host == "0.0.0.0" ? "127.0.0.1" : cfg.transport.listen_host;
-            peers = {fmt::format("{}:{}", host, p->listening.substr(p->listening.rfind(':') + 1))};
+            peers = {fmt::format("{}:{}", host, p->port)};
         }
         auto t = make_tcp(cfg, false, *d->endpoint, std::move(peers),
                           liveness.add("decode transport"));

@@ -4,37 +4,10 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "topo/pd_convert.h"
 #include "topo/pd_transfer.h"
 
 namespace tandem::topo {
-
-namespace {
-
-engine::sampling_params params_for(const prefill_sampling& s) {
-    engine::sampling_params p;
-    p.temperature = s.temperature;
-    p.top_p = s.top_p;
-    p.top_k = s.top_k;
-    p.min_p = s.min_p;
-    p.repetition_penalty = s.repetition_penalty;
-    p.presence_penalty = s.presence_penalty;
-    p.frequency_penalty = s.frequency_penalty;
-    p.seed = s.seed;
-    p.logprobs = s.logprobs;
-    p.prompt_logprobs = s.prompt_logprobs;
-    // Exactly one token; the decode side applies EOS and stop tokens when it commits it.
-    p.max_tokens = 1;
-    p.ignore_eos = true;
-    return p;
-}
-
-scored_position to_wire(const engine::position_logprobs& p) {
-    scored_position out{p.chosen.token, p.chosen.logprob, {}};
-    for (const engine::token_logprob& t : p.top) out.top.push_back({t.token, t.logprob});
-    return out;
-}
-
-}  // namespace
 
 prefill_server::prefill_server(engine::scheduler& eng, std::shared_ptr<engine::pool_sequences> seqs)
     : eng_(eng), seqs_(std::move(seqs)) {}
@@ -84,7 +57,7 @@ void prefill_server::on_job(transport::peer_id peer, prefill_job_msg&& msg) {
     }
     engine::submit_request req;
     req.prompt = j->msg.token_ids;
-    req.params = params_for(j->msg.sampling);
+    req.params = from_wire(j->msg.sampling);
     req.trace_id = fmt::format("pd-{}", key.second);
     req.sink = [this, j](engine::token_event&& ev) {
         if (ev.finished) on_final(j, std::move(ev));
@@ -188,8 +161,9 @@ void prefill_server::on_final(const std::shared_ptr<job>& j, engine::token_event
         done.request_id = id;
         done.first_token = ev.tokens[0];
         if (!ev.logprobs.empty()) {
-            done.first_logprob = ev.logprobs[0].chosen.logprob;
-            for (const auto& t : ev.logprobs[0].top) done.top_logprobs.push_back({t.token, t.logprob});
+            scored_position first = to_wire(ev.logprobs[0]);
+            done.first_logprob = first.logprob;
+            done.top_logprobs = std::move(first.top);
         }
         for (const auto& p : ev.prompt_logprobs) done.prompt_logprobs.push_back(to_wire(p));
         done.writes_sent = j->sent.writes;

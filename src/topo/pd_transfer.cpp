@@ -299,6 +299,7 @@ status transfer_tracker::finish(const prefill_done_msg& done) {
                                            plan_.spans.size(), received_total_)));
     }
     if (transfer_checksum(checksums_) != done.transfer_checksum) {
+        ++stats_.checksum_failures;
         return fail(make_error(error_code::data_loss,
                                fmt::format("request {}: whole-transfer checksum mismatch",
                                            request_id_)));

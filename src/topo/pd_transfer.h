@@ -80,7 +80,7 @@ status apply_state_write(cache::page_pool& pool, const state_write_msg& w);
 struct receive_stats {
     int64_t writes_applied = 0;
     int64_t stale_rejected = 0;
-    int64_t checksum_failures = 0;
+    int64_t checksum_failures = 0;  // a write's, or PREFILL_DONE's whole-transfer checksum
     int64_t unexpected = 0;  // a write the plan does not contain, or a duplicate
 };
 
