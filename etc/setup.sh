@@ -44,6 +44,9 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   echo "$want" > "$stamp"
 fi
 
+# --- xgrammar: the grammar engine of constrained decoding, built from its pinned PyPI sdist ------
+third_party/xgrammar/build.sh
+
 # --- Build -------------------------------------------------------------------------------------
 if [ ! -f build/build.ninja ]; then
   say "configuring build/ (meson, release)"

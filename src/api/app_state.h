@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/grammar_jobs.h"
 #include "core/config.h"
 #include "core/liveness.h"
 #include "engine/engine.h"
@@ -56,6 +57,10 @@ public:
     void attach_deployment(topo::deployment* d) { deployment_.store(d); }
     topo::deployment* deployment() const { return deployment_.load(); }
 
+    // Grammar compilations off the HTTP loop (constrained decoding); stopped by run_server
+    // before the engine goes away.
+    grammar_jobs& grammar_work() { return grammar_jobs_; }
+
     // Which engine requests serve which HTTP request (for /abort_request and disconnects).
     void track(const std::string& http_id, engine::request_id id);
     void untrack(const std::string& http_id, engine::request_id id);
@@ -74,6 +79,7 @@ private:
     std::shared_ptr<const text::tokenizer> tokenizer_;
     mutable std::mutex tracked_mu_;
     std::unordered_map<std::string, std::vector<engine::request_id>> tracked_;
+    grammar_jobs grammar_jobs_;  // last: its thread stops before anything it uses goes away
 };
 
 }  // namespace tandem::api

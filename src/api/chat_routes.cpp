@@ -12,6 +12,8 @@
 #include "api/openai_common.h"
 #include "api/routes.h"
 #include "core/json_writer.h"
+#include "grammar/chat_constraint.h"
+#include "grammar/grammar.h"
 #include "http/router.h"
 #include "text/chat.h"
 #include "text/output_parser.h"
@@ -229,6 +231,81 @@ std::vector<std::string> tool_names(const text::chat_request& chat) {
     return names;
 }
 
+// What a chat request becomes once its prompt is tokenized: everything the engine submission and
+// the response need, so it can also happen later, on the grammar worker.
+struct chat_start {
+    http::request req;
+    generation_options opts;
+    text::output_parser_options parser;
+    std::vector<int32_t> ids;
+    std::shared_ptr<const text::tokenizer> tok;
+};
+
+void submit_chat(app_state& app, engine::engine& e, const chat_start& c, const http::responder& out) {
+    auto session = std::make_shared<chat_session>();
+    session->bind(app, c.req, out, c.opts.stream, "chatcmpl-");
+    session->opts = c.opts;
+    session->tok = c.tok;
+    std::vector<int32_t> hidden = c.opts.sampling.stop_token_ids;
+    hidden.push_back(e.eos_token_id());
+    std::vector<engine::submit_request> subs;
+    for (int64_t i = 0; i < c.opts.n; ++i) {
+        chat_session::choice_state s;
+        // The parser needs <think>, </think> and the DSML markup; other specials never show.
+        s.text = std::make_unique<choice_text>(c.tok, text::special_token_policy::markup_only,
+                                               c.opts.stop, hidden);
+        s.parser = std::make_unique<text::output_parser>(c.parser);
+        session->state.push_back(std::move(s));
+        subs.push_back(make_submit(c.ids, c.opts, i, c.req.request_id, e));
+    }
+    if (status st = session->submit_all(e, std::move(subs)); !st) return send_status_error(out, st);
+    session->open();
+}
+
+// On the grammar worker: compiles the request's output grammar (a schema xgrammar refuses is the
+// client's 400), then submits as usual.
+void compile_then_submit(app_state& app, chat_start& c, const http::responder& out) {
+    if (out.cancelled()) return;  // the client left while waiting for the worker
+    engine::engine* e = engine_or_503(app, out);
+    if (!e) return;
+    auto compiler = grammar::compiler_for_model(app.cfg().model.path, e->vocab_size(), e->eos_token_id());
+    if (!compiler) return send_status_error(out, make_error(error_code::internal, compiler.error().message()));
+    auto compiled = (*compiler)->compile(c.opts.sampling.grammar_spec);
+    if (!compiled) return send_status_error(out, compiled.error());
+    c.opts.sampling.grammar = std::move(*compiled);
+    submit_chat(app, *e, c, out);
+}
+
+// response_format, strict tools and forced tool calls become an output grammar spec (compiled
+// later, off the HTTP loop). Errors are the client's (400).
+status constrain_output(const simdjson::dom::object& body, const text::chat_request& chat,
+                        const text::rendered_prompt& prompt, engine::sampling_params* sampling) {
+    grammar::constraint_options options;
+    if (auto field = body["parallel_tool_calls"]; field.error() == simdjson::SUCCESS && !field.is_null()) {
+        bool parallel = true;
+        if (field.get(parallel) != simdjson::SUCCESS) {
+            return make_error(error_code::invalid_argument, "parallel_tool_calls: must be a boolean");
+        }
+        options.parallel_tool_calls = parallel;
+    }
+    auto spec = grammar::chat_constraint(chat, prompt, options);
+    if (!spec) return spec.error();
+    if (!*spec) return status::ok();
+    if (sampling->ignore_eos) {
+        return make_error(error_code::invalid_argument,
+                          "ignore_eos: cannot be used with response_format, strict tools or a forced tool_choice "
+                          "(the constrained output ends at EOS)");
+    }
+    if ((*spec)->size() > grammar::k_max_spec_bytes) {
+        return make_error(error_code::invalid_argument,
+                          fmt::format("response_format / tools: the schemas are too large to constrain "
+                                      "decoding ({} bytes of grammar, at most {})",
+                                      (*spec)->size(), grammar::k_max_spec_bytes));
+    }
+    sampling->grammar_spec = std::move(**spec);
+    return status::ok();
+}
+
 }  // namespace
 
 void handle_chat_completions(app_state& app, const http::request& req, const http::responder& out) {
@@ -247,34 +324,33 @@ void handle_chat_completions(app_state& app, const http::request& req, const htt
     auto tok = app.tokenizer();
     auto ids = text::tokenize_prompt(*prompt, *tok);
     if (!ids) return send_status_error(out, ids.error());
+    if (status st = constrain_output(*body, *chat, *prompt, &opts->sampling); !st) {
+        return send_status_error(out, st);
+    }
 
-    auto session = std::make_shared<chat_session>();
-    session->bind(app, req, out, opts->stream, "chatcmpl-");
-    session->opts = *opts;
-    session->tok = tok;
+    auto start = std::make_shared<chat_start>();
+    start->opts = std::move(*opts);
+    start->ids = std::move(*ids);
+    start->tok = std::move(tok);
     bool with_tools = !chat->tools.empty() && chat->tool_choice != text::tool_choice_kind::none;
-    text::output_parser_options popts;
-    popts.starts_in_reasoning = prompt->generation_starts_in_reasoning;
-    popts.starts_in_tool_calls = with_tools && (chat->tool_choice == text::tool_choice_kind::required ||
-                                                chat->tool_choice == text::tool_choice_kind::named);
+    start->parser.starts_in_reasoning = prompt->generation_starts_in_reasoning;
+    start->parser.starts_in_tool_calls = with_tools && (chat->tool_choice == text::tool_choice_kind::required ||
+                                                        chat->tool_choice == text::tool_choice_kind::named);
     if (with_tools) {
-        popts.check_tool_names = true;
-        popts.tool_names = tool_names(*chat);
+        start->parser.check_tool_names = true;
+        start->parser.tool_names = tool_names(*chat);
     }
-    std::vector<int32_t> hidden = opts->sampling.stop_token_ids;
-    hidden.push_back(e->eos_token_id());
-    std::vector<engine::submit_request> subs;
-    for (int64_t i = 0; i < opts->n; ++i) {
-        chat_session::choice_state s;
-        // The parser needs <think>, </think> and the DSML markup; other specials never show.
-        s.text = std::make_unique<choice_text>(tok, text::special_token_policy::markup_only,
-                                               opts->stop, hidden);
-        s.parser = std::make_unique<text::output_parser>(popts);
-        session->state.push_back(std::move(s));
-        subs.push_back(make_submit(*ids, *opts, i, req.request_id, *e));
+    if (start->opts.sampling.grammar_spec.empty()) {
+        start->req.request_id = req.request_id;
+        return submit_chat(app, *e, *start, out);
     }
-    if (status st = session->submit_all(*e, std::move(subs)); !st) return send_status_error(out, st);
-    session->open();
+    start->req = req;
+    app.grammar_work().post([&app, start, out](bool run) {
+        if (!run) {
+            return send_status_error(out, make_error(error_code::unavailable, "the server is shutting down"));
+        }
+        compile_then_submit(app, *start, out);
+    });
 }
 
 }  // namespace tandem::api

@@ -140,6 +140,7 @@ int run_server(const config& cfg) {
         TANDEM_LOG_INFO("serving");
     });
     srv.run();
+    app.grammar_work().stop();  // no compile may reach the engine once it starts going away
     loader.join();
     app.attach_engine(nullptr);
     app.attach_deployment(nullptr);

@@ -18,6 +18,10 @@
 #include "core/histogram.h"
 #include "core/status.h"
 
+namespace tandem::grammar {
+class compiled;
+}
+
 namespace tandem::engine {
 
 using request_id = uint64_t;
@@ -36,6 +40,11 @@ struct sampling_params {
     bool ignore_eos = false;
     int32_t logprobs = -1;             // -1: none; 0: the chosen token's; k: plus the top k
     bool prompt_logprobs = false;      // per-position logprobs of the prompt (echo)
+    // Constrained decoding (src/grammar): the structural tag the output must match, as JSON
+    // text (what a pd prefill peer receives and compiles), and the same compiled against this
+    // engine's vocabulary. Both empty: the output is free.
+    std::string grammar_spec;
+    std::shared_ptr<const grammar::compiled> grammar;
 };
 
 enum class finish_reason {

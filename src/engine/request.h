@@ -10,10 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/grammar.h"
 #include "engine/request_state.h"
 #include "engine/step_plan.h"
 
@@ -28,6 +30,8 @@ struct request {
     // pd prefill side (scheduler::submit with a prefill_hook): ships the prompt's state.
     std::function<status(sequence_id, int64_t computed, bool done)> prefill_progress;
     uint64_t seed = 0;  // params.seed, or drawn from the process RNG at submit
+    // Constrained decoding: params.grammar's state over `output` (made at the first token).
+    std::unique_ptr<grammar::matcher> matcher;
 
     state_record state;
     std::vector<int32_t> output;

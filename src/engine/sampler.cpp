@@ -77,6 +77,19 @@ void apply_penalties(std::span<float> logits, const sampling_params& params,
     }
 }
 
+void apply_token_mask(std::span<float> logits, std::span<const uint32_t> allowed) {
+    TANDEM_CHECK(allowed.size() * 32 >= logits.size());
+    const float minus_inf = -std::numeric_limits<float>::infinity();
+    for (size_t w = 0; w < allowed.size(); ++w) {
+        const uint32_t bits = allowed[w];
+        if (bits == ~0u) continue;
+        const size_t end = std::min(logits.size(), (w + 1) * 32);
+        for (size_t v = w * 32; v < end; ++v) {
+            if (!((bits >> (v % 32)) & 1u)) logits[v] = minus_inf;
+        }
+    }
+}
+
 void log_softmax(std::span<const float> logits, std::span<float> out) {
     TANDEM_CHECK(out.size() == logits.size());
     double max = -std::numeric_limits<double>::infinity();
@@ -161,6 +174,7 @@ sample_result sample_token(std::span<const float> logits, const sampling_params&
                            const sample_context& ctx, std::vector<float>& scratch) {
     scratch.assign(logits.begin(), logits.end());
     apply_penalties(scratch, params, ctx);
+    if (!ctx.allowed.empty()) apply_token_mask(scratch, ctx.allowed);
     sample_result r;
     if (params.temperature < k_greedy_temperature) {
         r.token = argmax(scratch);

@@ -9,6 +9,8 @@
 //      else logit * p.
 //   2. frequency / presence penalties (OpenAI): over generated tokens only,
 //      logit -= count * frequency_penalty + (count > 0) * presence_penalty.
+//   2b. a grammar mask (constrained decoding): tokens it does not allow get -inf, so neither
+//      greedy nor a draw can pick them; the mask itself is deterministic (grammar/grammar.h).
 //   3. temperature == 0 → greedy: argmax of the penalized logits, ties → lowest token id.
 //      Otherwise logits / temperature, then top_k, top_p, min_p masks (in that order; each
 //      keeps at least the most likely token), then one draw from the renormalized distribution
@@ -31,6 +33,8 @@ struct sample_context {
     std::span<const int32_t> output;  // tokens generated so far
     uint64_t seed = 0;
     uint64_t position = 0;  // index of the token being drawn within the output
+    // Allowed tokens as a bitmask (bit t % 32 of word t / 32); empty: every token.
+    std::span<const uint32_t> allowed;
 };
 
 struct sample_result {
@@ -41,6 +45,9 @@ struct sample_result {
 // Applies penalties in place (steps 1–2 above).
 void apply_penalties(std::span<float> logits, const sampling_params& params,
                      const sample_context& ctx);
+
+// Sets every token `allowed` does not allow to -inf (step 2b).
+void apply_token_mask(std::span<float> logits, std::span<const uint32_t> allowed);
 
 // log-softmax of `logits` into `out` (same size).
 void log_softmax(std::span<const float> logits, std::span<float> out);

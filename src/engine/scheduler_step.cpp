@@ -126,8 +126,35 @@ void scheduler::commit_prompt_logprobs(request& r, const plan_item& item, const 
     }
 }
 
+namespace {
+
+grammar::matcher& matcher_of(request& r) {
+    if (!r.matcher) r.matcher = std::make_unique<grammar::matcher>(r.params.grammar);
+    return *r.matcher;
+}
+
+bool allows_any(std::span<const uint32_t> mask, size_t vocab) {
+    for (size_t w = 0; w < mask.size(); ++w) {
+        uint32_t bits = mask[w];
+        if (w + 1 == mask.size() && vocab % 32 != 0) bits &= (1u << (vocab % 32)) - 1u;
+        if (bits != 0) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
 void scheduler::commit_token(request& r, std::span<const float> row) {
-    sample_context ctx{r.prompt, r.output, r.seed, static_cast<uint64_t>(r.output.size())};
+    sample_context ctx{r.prompt, r.output, r.seed, static_cast<uint64_t>(r.output.size()), {}};
+    if (r.params.grammar) {
+        ctx.allowed = matcher_of(r).next_mask();
+        if (!allows_any(ctx.allowed, row.size())) {
+            end_request(r, request_state::failed, finish_reason::error,
+                        make_error(error_code::internal, "the output grammar allows no next token"),
+                        "grammar dead end");
+            return;
+        }
+    }
     sample_result s = sample_token(row, r.params, ctx, scratch_);
     commit_sampled(r, s.token, std::move(s.logprobs));
 }
@@ -143,6 +170,15 @@ void scheduler::commit_sampled(request& r, int32_t token, position_logprobs&& lo
         itl_.observe(now - r.last_token_s);
     }
     r.last_token_s = now;
+    // The grammar follows every output token, the pd prefill engine's first one included;
+    // a token it refuses means the two sides constrained differently.
+    if (r.params.grammar && !matcher_of(r).accept(token)) {
+        end_request(r, request_state::failed, finish_reason::error,
+                    make_error(error_code::internal,
+                               fmt::format("token {} breaks the request's output grammar", token)),
+                    "grammar rejected a token");
+        return;
+    }
     r.output.push_back(token);
     if (r.params.logprobs >= 0) r.pending_logprobs.push_back(std::move(logprobs));
     c_.generated_tokens.fetch_add(1);

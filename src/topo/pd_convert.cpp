@@ -15,6 +15,7 @@ prefill_sampling to_wire(const engine::sampling_params& p, uint64_t seed) {
     s.seed = seed;
     s.logprobs = p.logprobs;
     s.prompt_logprobs = p.prompt_logprobs;
+    s.grammar = p.grammar_spec;
     return s;
 }
 
@@ -30,6 +31,7 @@ engine::sampling_params from_wire(const prefill_sampling& s) {
     p.seed = s.seed;
     p.logprobs = s.logprobs;
     p.prompt_logprobs = s.prompt_logprobs;
+    p.grammar_spec = s.grammar;  // compiled by the prefill server (it owns the vocabulary)
     p.max_tokens = 1;
     p.ignore_eos = true;
     return p;

@@ -44,7 +44,7 @@ result<prefill_side> build_prefill(const config& cfg, const model_identity& mode
         std::move(parts->executor), std::move(parts->cap),
         engine::scheduler_options_from(cfg, liveness.add("prefill scheduler")));
     p.endpoint = std::make_unique<pd_endpoint>(pd_role::prefill, p.seqs->pool().layout(), model);
-    p.server = std::make_unique<prefill_server>(*p.sched, p.seqs);
+    p.server = std::make_unique<prefill_server>(*p.sched, p.seqs, cfg.model.path);
     return p;
 }
 

@@ -4,13 +4,26 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "grammar/grammar.h"
 #include "topo/pd_convert.h"
 #include "topo/pd_transfer.h"
 
 namespace tandem::topo {
 
-prefill_server::prefill_server(engine::scheduler& eng, std::shared_ptr<engine::pool_sequences> seqs)
-    : eng_(eng), seqs_(std::move(seqs)) {}
+prefill_server::prefill_server(engine::scheduler& eng, std::shared_ptr<engine::pool_sequences> seqs,
+                               std::string model_dir)
+    : eng_(eng), seqs_(std::move(seqs)), model_dir_(std::move(model_dir)) {}
+
+result<engine::sampling_params> prefill_server::job_params(const prefill_sampling& s) {
+    engine::sampling_params p = from_wire(s);
+    if (p.grammar_spec.empty()) return p;
+    auto compiler = grammar::compiler_for_model(model_dir_, eng_.vocab_size(), eng_.eos_token_id());
+    if (!compiler) return compiler.error();
+    auto compiled = (*compiler)->compile(p.grammar_spec);
+    if (!compiled) return compiled.error();
+    p.grammar = std::move(*compiled);
+    return p;
+}
 
 pd_handlers prefill_server::handlers() {
     pd_handlers h;
@@ -55,9 +68,19 @@ void prefill_server::on_job(transport::peer_id peer, prefill_job_msg&& msg) {
         }
         jobs_[key] = j;
     }
+    result<engine::sampling_params> params = job_params(j->msg.sampling);
+    if (!params) {
+        {
+            std::lock_guard lock(mu_);
+            jobs_.erase(key);
+        }
+        failed_.fetch_add(1);
+        (void)send(peer, prefill_failed_msg{key.second, params.error().message()});
+        return;
+    }
     engine::submit_request req;
     req.prompt = j->msg.token_ids;
-    req.params = from_wire(j->msg.sampling);
+    req.params = std::move(*params);
     req.trace_id = fmt::format("pd-{}", key.second);
     req.sink = [this, j](engine::token_event&& ev) {
         if (ev.finished) on_final(j, std::move(ev));

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "engine/pool_capacity.h"
 #include "engine/scheduler.h"
@@ -37,7 +38,9 @@ struct pd_prefill_metrics {
 
 class prefill_server {
   public:
-    prefill_server(engine::scheduler& eng, std::shared_ptr<engine::pool_sequences> seqs);
+    // `model_dir`: where the served model's tokenizer is, for jobs under an output grammar.
+    prefill_server(engine::scheduler& eng, std::shared_ptr<engine::pool_sequences> seqs,
+                   std::string model_dir);
 
     pd_handlers handlers();
     void attach(transport::transport* t, const pd_endpoint* endpoint);
@@ -56,6 +59,8 @@ class prefill_server {
     using job_key = std::pair<transport::peer_id, uint64_t>;
 
     void on_job(transport::peer_id peer, prefill_job_msg&& msg);
+    // The job's engine parameters, its grammar compiled; an unusable grammar fails the job.
+    result<engine::sampling_params> job_params(const prefill_sampling& s);
     void on_abort(transport::peer_id peer, const abort_msg& msg);
     void on_peer_lost(transport::peer_id peer);
     // Scheduler thread: complete pages after each chunk, everything else when done.
@@ -65,6 +70,7 @@ class prefill_server {
 
     engine::scheduler& eng_;
     std::shared_ptr<engine::pool_sequences> seqs_;
+    std::string model_dir_;
     transport::transport* transport_ = nullptr;
     const pd_endpoint* endpoint_ = nullptr;
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "grammar/grammar.h"
 #include "transport/wire.h"
 
 namespace tandem::topo {
@@ -73,6 +74,7 @@ void put(wire_writer& w, const prefill_sampling& s) {
     w.u64(s.seed);
     w.i32(s.logprobs);
     w.u8(s.prompt_logprobs ? 1 : 0);
+    w.str(s.grammar);
 }
 void put(wire_writer& w, const token_logprob& t) { w.i32(t.token); w.f32(t.logprob); }
 void put(wire_writer& w, const scored_position& p) {
@@ -193,6 +195,7 @@ bool get(wire_reader& r, prefill_sampling& s) {
     s.logprobs = r.i32();
     const uint8_t prompt_logprobs = r.u8();
     s.prompt_logprobs = prompt_logprobs == 1;
+    s.grammar = r.str(grammar::k_max_spec_bytes);
     return prompt_logprobs <= 1 && finite_in(s.temperature, 0.0, 1e6) &&
            std::isfinite(s.top_p) && s.top_p > 0.0 && s.top_p <= 1.0 && s.top_k >= 0 &&
            finite_in(s.min_p, 0.0, 1.0) && std::isfinite(s.repetition_penalty) &&

@@ -28,7 +28,8 @@
 
 namespace tandem::topo {
 
-inline constexpr uint16_t k_pd_protocol_version = 1;
+// 2: prefill_sampling carries the output grammar (constrained decoding).
+inline constexpr uint16_t k_pd_protocol_version = 2;
 
 enum class pd_kind : uint16_t {
     hello = transport::control_kind::hello,
@@ -83,6 +84,9 @@ struct prefill_sampling {
     uint64_t seed = 0;
     int32_t logprobs = -1;             // -1: none; 0: the chosen token's; k: plus the top k
     bool prompt_logprobs = false;      // score every prompt position (echo)
+    // The output grammar (a structural tag, grammar/grammar.h); empty: unconstrained. The
+    // prefill engine compiles it against its own vocabulary and samples the first token under it.
+    std::string grammar;
 };
 inline constexpr int32_t k_max_top_logprobs = 64;
 

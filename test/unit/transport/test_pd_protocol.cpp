@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cache/test_helpers.h"
+#include "grammar/grammar.h"
 #include "topo/pd_protocol.h"
 #include "transport/frame.h"
 
@@ -30,6 +31,7 @@ prefill_job_msg sample_job() {
     j.sampling.seed = 99;
     j.sampling.logprobs = 5;
     j.sampling.prompt_logprobs = true;
+    j.sampling.grammar = R"({"type":"structural_tag","format":{"type":"const_string","value":"ok"}})";
     j.pages = {{3, 7}, {9, 1}};
     j.slot = {2, 5};
     j.deadline_ms = 30000;
@@ -98,6 +100,7 @@ TEST_CASE("pd_protocol: every message round-trips through a frame") {
     CHECK(job.sampling.repetition_penalty == 1.1);
     CHECK(job.sampling.logprobs == 5);
     CHECK(job.sampling.prompt_logprobs);
+    CHECK(job.sampling.grammar == sample_job().sampling.grammar);
 }
 
 TEST_CASE("pd_protocol: the decoder rejects unknown kinds, truncation, trailing bytes, bad enums") {
@@ -130,6 +133,10 @@ TEST_CASE("pd_protocol: the decoder rejects unknown kinds, truncation, trailing 
     CHECK_FALSE(decode_message(b.kind, b.payload).is_ok());
     bad = sample_job();
     bad.sampling.repetition_penalty = 0.0;
+    b = encode_message(bad);
+    CHECK_FALSE(decode_message(b.kind, b.payload).is_ok());
+    bad = sample_job();
+    bad.sampling.grammar.assign(grammar::k_max_spec_bytes + 1, 'x');  // over the spec limit
     b = encode_message(bad);
     CHECK_FALSE(decode_message(b.kind, b.payload).is_ok());
 }
