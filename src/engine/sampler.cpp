@@ -171,10 +171,11 @@ int32_t draw(const std::vector<double>& p, double u) {
 }  // namespace
 
 sample_result sample_token(std::span<const float> logits, const sampling_params& params,
-                           const sample_context& ctx, std::vector<float>& scratch) {
+                           const sample_context& ctx, std::vector<float>& scratch,
+                           std::span<const uint32_t> allowed) {
     scratch.assign(logits.begin(), logits.end());
     apply_penalties(scratch, params, ctx);
-    if (!ctx.allowed.empty()) apply_token_mask(scratch, ctx.allowed);
+    if (!allowed.empty()) apply_token_mask(scratch, allowed);
     sample_result r;
     if (params.temperature < k_greedy_temperature) {
         r.token = argmax(scratch);

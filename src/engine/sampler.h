@@ -33,8 +33,6 @@ struct sample_context {
     std::span<const int32_t> output;  // tokens generated so far
     uint64_t seed = 0;
     uint64_t position = 0;  // index of the token being drawn within the output
-    // Allowed tokens as a bitmask (bit t % 32 of word t / 32); empty: every token.
-    std::span<const uint32_t> allowed;
 };
 
 struct sample_result {
@@ -62,8 +60,10 @@ int32_t argmax(std::span<const float> logits);
 // masked tokens), not normalized. `logits` are already penalized.
 std::vector<double> filtered_probs(std::span<const float> logits, const sampling_params& params);
 
-// Steps 1–3 plus logprobs. `scratch` is reused between calls to avoid allocation.
+// Steps 1–3 plus logprobs. `scratch` is reused between calls to avoid allocation. `allowed`:
+// the grammar's mask (bit t % 32 of word t / 32 allows token t); empty: every token.
 sample_result sample_token(std::span<const float> logits, const sampling_params& params,
-                           const sample_context& ctx, std::vector<float>& scratch);
+                           const sample_context& ctx, std::vector<float>& scratch,
+                           std::span<const uint32_t> allowed = {});
 
 }  // namespace tandem::engine

@@ -145,17 +145,18 @@ bool allows_any(std::span<const uint32_t> mask, size_t vocab) {
 }  // namespace
 
 void scheduler::commit_token(request& r, std::span<const float> row) {
-    sample_context ctx{r.prompt, r.output, r.seed, static_cast<uint64_t>(r.output.size()), {}};
+    sample_context ctx{r.prompt, r.output, r.seed, static_cast<uint64_t>(r.output.size())};
+    std::span<const uint32_t> allowed;
     if (r.params.grammar) {
-        ctx.allowed = matcher_of(r).next_mask();
-        if (!allows_any(ctx.allowed, row.size())) {
+        allowed = matcher_of(r).next_mask();
+        if (!allows_any(allowed, row.size())) {
             end_request(r, request_state::failed, finish_reason::error,
                         make_error(error_code::internal, "the output grammar allows no next token"),
                         "grammar dead end");
             return;
         }
     }
-    sample_result s = sample_token(row, r.params, ctx, scratch_);
+    sample_result s = sample_token(row, r.params, ctx, scratch_, allowed);
     commit_sampled(r, s.token, std::move(s.logprobs));
 }
 

@@ -62,7 +62,7 @@ inline std::vector<int32_t> reference_tokens(const std::vector<int32_t>& prompt,
     std::vector<float> row(static_cast<size_t>(fo.vocab)), scratch;
     for (;;) {
         fake_executor::logits_for_prefix_hash(h, row);
-        int32_t t = sample_token(row, p, {prompt, out, seed, out.size(), {}}, scratch).token;
+        int32_t t = sample_token(row, p, {prompt, out, seed, out.size()}, scratch).token;
         out.push_back(t);
         bool stop = (!p.ignore_eos && t == fo.eos_token_id);
         for (int32_t s : p.stop_token_ids) stop = stop || s == t;

@@ -21,7 +21,7 @@ std::vector<float> row_for(uint64_t key, int32_t vocab = 50) {
 int32_t sample(const std::vector<float>& row, const sampling_params& p, uint64_t seed, uint64_t pos,
                std::vector<int32_t> prompt = {}, std::vector<int32_t> out = {}) {
     std::vector<float> scratch;
-    return sample_token(row, p, {prompt, out, seed, pos, {}}, scratch).token;
+    return sample_token(row, p, {prompt, out, seed, pos}, scratch).token;
 }
 
 }  // namespace
@@ -163,7 +163,7 @@ TEST_CASE("sampler: logprobs are the raw log-softmax, top list best first") {
     p.repetition_penalty = 5.0;  // changes the choice, not the reported distribution
     std::vector<float> scratch;
     std::vector<int32_t> prompt = {argmax(row)};
-    auto r = sample_token(row, p, {prompt, {}, 0, 0, {}}, scratch);
+    auto r = sample_token(row, p, {prompt, {}, 0, 0}, scratch);
     CHECK(r.token != argmax(row));
     std::vector<float> lp(row.size());
     log_softmax(row, lp);
@@ -177,7 +177,7 @@ TEST_CASE("sampler: logprobs are the raw log-softmax, top list best first") {
     CHECK(r.logprobs.top[0].logprob >= r.logprobs.top[1].logprob);
     CHECK(r.logprobs.top[1].logprob >= r.logprobs.top[2].logprob);
     p.logprobs = -1;
-    CHECK(sample_token(row, p, {prompt, {}, 0, 0, {}}, scratch).logprobs.top.empty());
+    CHECK(sample_token(row, p, {prompt, {}, 0, 0}, scratch).logprobs.top.empty());
 }
 
 TEST_CASE("rng: counter_uniform is in [0, 1) and roughly uniform") {

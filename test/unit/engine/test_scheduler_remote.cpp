@@ -55,7 +55,7 @@ class fake_remote final : public remote_prefill {
             std::vector<float> row(64), scratch;
             fake_executor::logits_for_prefix_hash(h, row);
             std::vector<int32_t> none;
-            sample_result s = sample_token(row, j.params, {j.prompt, none, j.seed, 0, {}}, scratch);
+            sample_result s = sample_token(row, j.params, {j.prompt, none, j.seed, 0}, scratch);
             remote_prefill_result r;
             r.id = id;
             r.first_token = s.token;

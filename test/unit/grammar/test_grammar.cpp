@@ -63,7 +63,7 @@ TEST_CASE("grammar: the mask allows exactly what can continue the grammar") {
 
 TEST_CASE("grammar: bad specs are invalid_argument with the engine's reason") {
     compiler c(small_vocabulary());
-    for (const std::string spec : {std::string("not json"), std::string(R"({"type":"structural_tag"})"),
+    for (const std::string& spec : {std::string("not json"), std::string(R"({"type":"structural_tag"})"),
                                    structural_tag_for_schema(R"({"$ref":"#/$defs/missing"})"),
                                    structural_tag_for_schema(R"({"type":"object","required":5})")}) {
         auto g = c.compile(spec);
@@ -139,16 +139,16 @@ TEST_CASE("sampler: a token mask removes disallowed tokens from greedy and from 
     engine::sampling_params greedy;
     greedy.temperature = 0.0;
     greedy.logprobs = 1;
-    engine::sample_context ctx{{}, {}, 0, 0, allowed};
-    auto r = engine::sample_token(logits, greedy, ctx, scratch);
+    engine::sample_context ctx{{}, {}, 0, 0};
+    auto r = engine::sample_token(logits, greedy, ctx, scratch, allowed);
     CHECK(r.token == 40);
     CHECK(r.logprobs.top[0].token == 3);  // logprobs stay those of the raw distribution
     engine::sampling_params hot;
     hot.temperature = 5.0;
     hot.top_p = 0.99;
     for (uint64_t seed = 0; seed < 300; ++seed) {
-        engine::sample_context c{{}, {}, seed, seed % 7, allowed};
-        const int32_t t = engine::sample_token(logits, hot, c, scratch).token;
+        engine::sample_context c{{}, {}, seed, seed % 7};
+        const int32_t t = engine::sample_token(logits, hot, c, scratch, allowed).token;
         CHECK(mask_allows(allowed, t));
     }
 }
