@@ -88,6 +88,9 @@ void handle_metrics(app_state& app, const http::request&, const http::responder&
                s.requests_failed);
         metric(text, "tandem_rejected_queue_full_total", "counter",
                "Requests answered 503 because the queue was full", s.rejected_queue_full);
+        metric(text, "tandem_request_late_end_events_total", "counter",
+               "End events (abort, timeout, failure) that reached an already-ended request and "
+               "were dropped", s.late_end_events);
         metric(text, "tandem_prompt_tokens_total", "counter", "Prompt tokens processed",
                s.prompt_tokens);
         metric(text, "tandem_generated_tokens_total", "counter", "Tokens generated",

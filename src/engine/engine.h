@@ -96,6 +96,8 @@ struct engine_stats {
     int64_t requests_aborted = 0;
     int64_t requests_failed = 0;
     int64_t rejected_queue_full = 0;
+    // End events (abort, timeout, failure, stop) that reached an already-ended request: dropped.
+    int64_t late_end_events = 0;
     int64_t prompt_tokens = 0;
     int64_t generated_tokens = 0;
     int64_t steps = 0;

@@ -48,12 +48,16 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
 
 scheduler::~scheduler() {
     if (remote_) remote_->set_wake({});  // the transport must not wake a scheduler being destroyed
+    begin_shutdown();
+    thread_.join();
+}
+
+void scheduler::begin_shutdown() {
     {
         std::lock_guard lock(inbox_mu_);
         stopping_ = true;
     }
     inbox_cv_.notify_one();
-    thread_.join();
 }
 
 // --- Submission (any thread) ---------------------------------------------------------------
@@ -126,7 +130,7 @@ result<request_id> scheduler::submit(submit_request req, prefill_hook progress) 
     if (r->params.prompt_logprobs) {  // position 0: a placeholder, nothing predicts it
         r->prompt_logprobs.push_back({{r->prompt.front(), 0.0f}, {}});
     }
-    r->submitted_s = monotonic_seconds();
+    r->submitted_s = now();
     request_id id = r->id;
     std::unique_lock lock(inbox_mu_);
     if (stopping_) {
@@ -167,6 +171,7 @@ engine_stats scheduler::stats() const {
     s.requests_aborted = c_.aborted.load();
     s.requests_failed = c_.failed.load();
     s.rejected_queue_full = c_.rejected.load();
+    s.late_end_events = c_.late_end_events.load();
     s.prompt_tokens = c_.prompt_tokens.load();
     s.generated_tokens = c_.generated_tokens.load();
     s.steps = c_.steps.load();
@@ -233,7 +238,7 @@ void scheduler::step() {
     if (int64_t ms = stall_ms_.exchange(0); ms > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     }
-    const double t0 = monotonic_seconds();
+    const double t0 = now();
     drain_inbox();
     poll_remote();
     expire_queued();
@@ -254,7 +259,7 @@ void scheduler::step() {
             }
         }
         c_.steps.fetch_add(1);
-        step_time_.observe(monotonic_seconds() - t0);
+        step_time_.observe(now() - t0);
         batch_size_.observe(static_cast<double>(plan.items.size()));
     }
     sweep_ended();
@@ -294,8 +299,8 @@ void scheduler::drain_inbox() {
 
 void scheduler::apply_end_request(request_id id, bool abort) {
     auto it = live_.find(id);
-    if (it == live_.end() || is_terminal(it->second->state.state)) return;  // idempotent
-    request& r = *it->second;
+    if (it == live_.end()) return;  // unknown, or its final event was sent: nothing to end
+    request& r = *it->second;  // already ended this step: end_request counts and drops it
     if (abort) {
         end_request(r, request_state::aborted, finish_reason::aborted, status::ok(),
                     "aborted by the client");
@@ -306,15 +311,16 @@ void scheduler::apply_end_request(request_id id, bool abort) {
 }
 
 void scheduler::expire_queued() {
-    const double now = monotonic_seconds();
+    const double t = now();
     const double limit_s = static_cast<double>(opt_.queue_timeout_ms) / 1000.0;
     for (const auto& r : waiting_) {
-        if (r->started || now - r->submitted_s <= limit_s) continue;
+        // An aborted request stays in waiting_ until the next sweep: it has already ended.
+        if (r->started || is_terminal(r->state.state) || t - r->submitted_s <= limit_s) continue;
         end_request(*r, request_state::failed, finish_reason::error,
                     make_error(error_code::deadline_exceeded,
                                fmt::format("request waited {:.0f} ms in the queue without "
                                            "starting (scheduler.queue_timeout_ms = {})",
-                                           (now - r->submitted_s) * 1000.0, opt_.queue_timeout_ms)),
+                                           (t - r->submitted_s) * 1000.0, opt_.queue_timeout_ms)),
                     "queue timeout");
     }
 }
@@ -395,7 +401,8 @@ void scheduler::poll_remote() {
         request& r = *it->second;
         if (!res.error.is_ok()) {
             end_request(r, request_state::failed, finish_reason::error,
-                        res.error.with_context("prefill transfer failed"), "transfer failed");
+                        res.error.with_context("prefill transfer failed"), "transfer failed",
+                        res.cause);
             continue;
         }
         r.computed = static_cast<int64_t>(r.prompt.size());
@@ -429,9 +436,13 @@ void scheduler::release_sequence(request& r, release_cause cause) {
     r.sequence = -1;
 }
 
-void scheduler::end_request(request& r, request_state to, finish_reason why, status err,
-                            std::string reason) {
-    release_sequence(r, cause_of_ending(to, err));
+bool scheduler::end_request(request& r, request_state to, finish_reason why, status err,
+                            std::string reason, std::optional<release_cause> cause) {
+    if (is_terminal(r.state.state)) {
+        c_.late_end_events.fetch_add(1);
+        return false;
+    }
+    release_sequence(r, cause ? *cause : cause_of_ending(to, err));
     if (r.verify) hand_to_verifier(r, to == request_state::finished);
     r.reason = why;
     r.error = std::move(err);
@@ -439,6 +450,8 @@ void scheduler::end_request(request& r, request_state to, finish_reason why, sta
     if (to == request_state::finished) c_.finished.fetch_add(1);
     if (to == request_state::aborted) c_.aborted.fetch_add(1);
     if (to == request_state::failed) c_.failed.fetch_add(1);
+    if (opt_.on_ended) opt_.on_ended(r);
+    return true;
 }
 
 void scheduler::hand_to_verifier(request& r, bool completed) {

@@ -141,7 +141,7 @@ void scheduler::commit_token(request& r, std::span<const float> row) {
 // A token sampled here or, in pd, by the prefill engine (the first one): recorded, timed, and
 // checked against every stop condition, identically in both topologies.
 void scheduler::commit_sampled(request& r, int32_t token, position_logprobs&& logprobs) {
-    const double now = monotonic_seconds();
+    const double now = this->now();
     if (r.first_token_s < 0) {
         r.first_token_s = now;
         ttft_.observe(now - r.submitted_s);
@@ -211,7 +211,7 @@ void scheduler::emit() {
     }
     std::vector<std::unique_ptr<request>> ended;
     ended.swap(ended_);
-    const double now = monotonic_seconds();
+    const double now = this->now();
     for (auto& r : ended) {
         token_event ev = make_event(*r);
         ev.finished = true;
