@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <numeric>
 
@@ -229,7 +230,7 @@ std::vector<tensor_header> slot_headers(const weight_slot& s, const make_model_o
 }
 
 // Upstream naming, one slot at a time: a checkpoint bigger than memory (flash-slice) never has
-// more than one tensor's values in memory.
+// more than two slots' values in memory (the one being written, the next being made).
 status write_streaming(const model_config& cfg, const std::vector<weight_slot>& slots, const make_model_options& opt,
                        const std::string& path) {
     std::vector<tensor_header> headers;
@@ -237,10 +238,18 @@ status write_streaming(const model_config& cfg, const std::vector<weight_slot>& 
         for (auto& h : slot_headers(s, opt)) headers.push_back(std::move(h));
     auto w = safetensors_writer::create(path, headers, {{"format", "pt"}});
     if (!w) return w.error();
-    size_t at = 0;
-    for (const auto& s : slots) {
+    // The next slot's values are made on a second thread while this one is written.
+    auto make = [&](size_t i) {
         std::vector<owned_tensor> made;
-        emit_slot(cfg, s, opt, made);
+        emit_slot(cfg, slots[i], opt, made);
+        return made;
+    };
+    std::future<std::vector<owned_tensor>> next;
+    if (!slots.empty()) next = std::async(std::launch::async, make, size_t{0});
+    size_t at = 0;
+    for (size_t i = 0; i < slots.size(); ++i) {
+        std::vector<owned_tensor> made = next.get();
+        if (i + 1 < slots.size()) next = std::async(std::launch::async, make, i + 1);
         for (const auto& t : made) {
             if (at >= headers.size() || headers[at].name != t.name)
                 return make_error(error_code::internal, fmt::format("make-model: '{}' written out of order", t.name));
