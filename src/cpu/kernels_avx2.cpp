@@ -162,41 +162,36 @@ TANDEM_AVX2 void rows_block(const float* x, int64_t xs, int64_t r0, const weight
         for (int j = 0; j < O; ++j) y[(r0 + r) * ys + (o[j] - o_base)] = out[r * O + j];
 }
 
-template <class D, int O>
-TANDEM_AVX2 void outputs_block(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, const int64_t* o,
-                               float* y, int64_t ys, int64_t o_base) {
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) rows_block<D, 4, O>(x, xs, r, w, o, y, ys, o_base);
-    switch (rows - r) {
-        case 3: rows_block<D, 3, O>(x, xs, r, w, o, y, ys, o_base); break;
-        case 2: rows_block<D, 2, O>(x, xs, r, w, o, y, ys, o_base); break;
-        case 1: rows_block<D, 1, O>(x, xs, r, w, o, y, ys, o_base); break;
-        default: break;
-    }
-}
-
-// One decoder: 2 outputs at a time when rows come in fours (8 accumulators + 4 rows + a weight
-// vector + 2 scale factors fit AVX2's 16 registers; 4 × 3 spilled), 4 for fewer rows (GEMV:
-// four independent weight streams in flight).
-template <class D>
-TANDEM_AVX2 void tile_form(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
-                           float* y, int64_t ys) {
+// Outputs [o0, o1) in groups of O (then singly) for R rows starting at r.
+template <class D, int R, int O>
+TANDEM_AVX2 void across_outputs(const float* x, int64_t xs, int64_t r, const weight_matrix& w, int64_t o0, int64_t o1,
+                                float* y, int64_t ys) {
+    int64_t idx[O];
     int64_t o = o0;
-    int64_t idx[4];
-    if (rows < 4) {
-        for (; o + 4 <= o1; o += 4) {
-            for (int j = 0; j < 4; ++j) idx[j] = o + j;
-            outputs_block<D, 4>(x, xs, rows, w, idx, y, ys, o0);
-        }
-    } else {
-        for (; o + 2 <= o1; o += 2) {
-            for (int j = 0; j < 2; ++j) idx[j] = o + j;
-            outputs_block<D, 2>(x, xs, rows, w, idx, y, ys, o0);
-        }
+    for (; o + O <= o1; o += O) {
+        for (int j = 0; j < O; ++j) idx[j] = o + j;
+        rows_block<D, R, O>(x, xs, r, w, idx, y, ys, o0);
     }
     for (; o < o1; ++o) {
         idx[0] = o;
-        outputs_block<D, 1>(x, xs, rows, w, idx, y, ys, o0);
+        rows_block<D, R, 1>(x, xs, r, w, idx, y, ys, o0);
+    }
+}
+
+// One decoder over a tile. Rows go four at a time, each group sweeping every output of the
+// block two at a time (8 accumulators + 4 rows + a weight vector + 2 scale states fit AVX2's 16
+// registers; 4 × 3 spilled): the 4 rows stay in L1 while the block's weights stream from L2.
+// The 1-3 rows left (and GEMV) take 4 outputs at a time: four weight streams in flight.
+template <class D>
+TANDEM_AVX2 void tile_form(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
+                           float* y, int64_t ys) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) across_outputs<D, 4, 2>(x, xs, r, w, o0, o1, y, ys);
+    switch (rows - r) {
+        case 3: across_outputs<D, 3, 4>(x, xs, r, w, o0, o1, y, ys); break;
+        case 2: across_outputs<D, 2, 4>(x, xs, r, w, o0, o1, y, ys); break;
+        case 1: across_outputs<D, 1, 4>(x, xs, r, w, o0, o1, y, ys); break;
+        default: break;
     }
 }
 
