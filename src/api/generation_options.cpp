@@ -11,7 +11,13 @@ namespace {
 using simdjson::dom::element;
 using simdjson::dom::object;
 
-status bad(std::string message) { return make_error(error_code::invalid_argument, std::move(message)); }
+// Every message here starts with the quoted field ("'top_p' must be ..."), which is also the
+// error's OpenAI `param`.
+status bad(std::string message) {
+    std::string param;
+    if (message.size() > 1 && message[0] == '\'') param = message.substr(1, message.find('\'', 1) - 1);
+    return make_error(error_code::invalid_argument, std::move(message)).with_param(std::move(param));
+}
 
 // Reads an optional number field into `out`, checking [lo, hi]. Integers are accepted.
 status read_number(const object& body, const char* field, double lo, double hi, double* out,
@@ -152,7 +158,10 @@ result<generation_options> parse_generation_options(const object& body, api_kind
 
     int64_t max_tokens = default_max_tokens;
     bool given = false;
-    TANDEM_RETURN_IF_ERROR(read_integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max(),
+    // Legacy completions take max_tokens 0 with echo: score the prompt, generate nothing (the
+    // loglikelihood request of evaluation harnesses).
+    const int64_t least = kind == api_kind::completion ? 0 : 1;
+    TANDEM_RETURN_IF_ERROR(read_integer(body, "max_tokens", least, std::numeric_limits<int32_t>::max(),
                                         &max_tokens, &given));
     bool given_new = false;
     TANDEM_RETURN_IF_ERROR(read_integer(body, "max_completion_tokens", 1,
@@ -175,6 +184,8 @@ result<generation_options> parse_generation_options(const object& body, api_kind
     if (kind == api_kind::completion) {
         TANDEM_RETURN_IF_ERROR(read_bool(body, "echo", &o.echo));
         if (o.echo && p.logprobs >= 0) p.prompt_logprobs = true;
+        if (p.max_tokens == 0 && !o.echo) return bad("'max_tokens' may be 0 only with 'echo': true");
+        o.echo_only = p.max_tokens == 0;
     }
     if (o.stream && o.n > 1 && kind == api_kind::native) return bad("'n' > 1 cannot stream here");
     return o;
