@@ -29,10 +29,10 @@ status request_error(const std::string& what) {
 
 // The conversation rules the API enforces before rendering.
 status validate(const chat_request& req) {
-    if (req.messages.empty()) return request_error("messages: must not be empty");
+    if (req.messages.empty()) return request_error("Empty input messages").with_param("messages");
     if (req.thinking && (req.tool_choice == tool_choice_kind::required ||
                          req.tool_choice == tool_choice_kind::named)) {
-        return request_error("tool_choice: thinking mode does not support this tool_choice");
+        return request_error("Thinking mode does not support this tool_choice").with_param("tool_choice");
     }
     // Only the tools the prompt will show count (tool_choice none shows none, a named choice one).
     int64_t strict_tools = 0, shown_tools = 0;
@@ -140,7 +140,11 @@ status append_system_block(const chat_request& req, bool with_tools, rendered_pr
             }
             lines.push_back(std::move(line).value());
         }
-        if (lines.empty()) return request_error("tool_choice: names no tool in tools");
+        if (lines.empty()) {
+            return request_error("Invalid value for 'tool_call': no function named '" + req.tool_choice_name +
+                                 "' was specified in the 'tools' parameter.")
+                .with_param("tool_choice");
+        }
         p->append_text("\n\n");
         append_tools_block(p, lines);
     }

@@ -276,7 +276,8 @@ status read_response_format(const json_value& body, chat_request* req) {
     if (type == "text") return status::ok();
     if (type == "json_object") {
         if (!mentions_json(*req)) {
-            return field_error("response_format", "the messages must contain the word 'json' to use json_object");
+            return field_error("response_format", "Prompt must contain the word 'json' in some form to use "
+                                                  "'response_format' of type 'json_object'.");
         }
         req->response_format = response_format_kind::json_object;
         return status::ok();
