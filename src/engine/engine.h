@@ -17,6 +17,7 @@
 
 #include "core/histogram.h"
 #include "core/status.h"
+#include "engine/verify_report.h"
 
 namespace tandem::engine {
 
@@ -132,6 +133,9 @@ public:
     // Test/debug hook: the next step that has work sleeps `ms` first, with work pending, so the
     // scheduler heartbeat reports a stall (invariant 10 e2e test). 0 cancels a pending stall.
     virtual void inject_stall(int64_t ms) { (void)ms; }
+    // Shadow verification's counters and last divergence (verifier.h); empty when the engine
+    // does not verify.
+    virtual verify_report verification() const { return {}; }
 };
 
 }  // namespace tandem::engine

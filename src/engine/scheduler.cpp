@@ -26,7 +26,8 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
                                      : std::make_shared<heartbeat>("scheduler")),
       vocab_(executor_->vocab_size()),
       eos_(executor_->eos_token_id()),
-      seed_rng_(std::random_device{}()) {
+      seed_rng_(std::random_device{}()),
+      verifier_(opt_.verify, *executor_, *capacity_) {
     TANDEM_CHECK(opt_.max_running_requests > 0 && opt_.max_prefill_tokens > 0);
     int64_t limit = executor_->max_context_tokens();
     if (opt_.max_context_tokens > 0) limit = std::min(limit, opt_.max_context_tokens);
@@ -194,6 +195,7 @@ bool scheduler::wait_for_work() {
     for (;;) {
         if (stopping_) return false;
         if (!inbox_.empty() || kicked_ || !ended_.empty() || has_local_work()) break;
+        if (idle_for_verification()) break;
         const bool transfers = remote_ && remote_->busy();
         // Queued requests with nothing running are always admissible (a lone request fits
         // the cache), so only an empty scheduler sleeps.
@@ -224,6 +226,7 @@ bool scheduler::has_local_work() const {
 void scheduler::check_idle_integrity() const {
     TANDEM_CHECK(waiting_.empty() && running_.empty() && ended_.empty());
     TANDEM_CHECK_MSG(live_.empty(), "a request is known but in no queue");
+    TANDEM_CHECK_MSG(!verifier_.holds_sequence(), "a finished verification kept its sequence");
     const capacity_stats cs = capacity_->stats();
     TANDEM_CHECK_MSG(cs.sequences == 0 && cs.pages_free == cs.pages_total,
                      "cache capacity leaked by an ended request");
@@ -262,7 +265,17 @@ void scheduler::step() {
     sweep_ended();
     publish_stats();
     emit();
+    // Shadow verification only on a step that computed nothing live, after this step's events
+    // went out: a request arriving now waits for at most one verification chunk.
+    if (plan.items.empty() && idle_for_verification()) {
+        verifier_.run_chunk(step_no_);
+        publish_stats();  // its pages, held or just returned
+    }
     heartbeat_->beat();
+}
+
+bool scheduler::idle_for_verification() const {
+    return verifier_.has_work() && running_.empty() && waiting_.empty();
 }
 
 void scheduler::drain_inbox() {
@@ -274,6 +287,8 @@ void scheduler::drain_inbox() {
     for (inbox_msg& m : msgs) {
         if (m.what == inbox_msg::kind::submit) {
             c_.prompt_tokens.fetch_add(static_cast<int64_t>(m.req->prompt.size()));
+            // pd prefill jobs are checked by the decode side, which sees the whole request.
+            m.req->verify = !m.req->prefill_progress && verifier_.draw();
             live_[m.id] = m.req.get();
             waiting_.push_back(std::move(m.req));
         } else {
@@ -317,8 +332,16 @@ void scheduler::admit() {
         const int64_t need = r.total_tokens();
         // Leave one token per running request so their next decode step does not preempt
         // the request just admitted.
-        if (!capacity_->can_admit(need, static_cast<int64_t>(running_.size()))) break;
+        if (!capacity_->can_admit(need, static_cast<int64_t>(running_.size()))) {
+            if (!verifier_.holds_sequence()) break;
+            verifier_.release_sequence();  // live work first: the check restarts later
+            continue;
+        }
         result<sequence_id> seq = executor_->new_sequence();
+        if (!seq && verifier_.holds_sequence()) {
+            verifier_.release_sequence();
+            seq = executor_->new_sequence();
+        }
         if (!seq) {
             if (running_.empty()) {
                 end_request(r, request_state::failed, finish_reason::error,
@@ -388,6 +411,8 @@ void scheduler::poll_remote() {
             continue;
         }
         r.computed = static_cast<int64_t>(r.prompt.size());
+        r.state_path = verify_path::pd_transfer;
+        if (r.verify) r.served.push_back({0, false, res.first_token, r.state_path});
         if (r.params.prompt_logprobs) {
             r.prompt_logprobs = std::move(res.prompt_logprobs);
             r.prompt_logprobs_next = static_cast<int64_t>(r.prompt.size());
@@ -436,6 +461,7 @@ bool scheduler::end_request(request& r, request_state to, finish_reason why, sta
         return false;
     }
     release_sequence(r, cause ? *cause : cause_of_ending(to, err));
+    if (r.verify) hand_to_verifier(r, to == request_state::finished);
     r.reason = why;
     r.error = std::move(err);
     transition(r.state, to, std::move(reason));
@@ -444,6 +470,20 @@ bool scheduler::end_request(request& r, request_state to, finish_reason why, sta
     if (to == request_state::failed) c_.failed.fetch_add(1);
     if (opt_.on_ended) opt_.on_ended(r);
     return true;
+}
+
+void scheduler::hand_to_verifier(request& r, bool completed) {
+    r.verify = false;
+    verify_job_input in;
+    in.id = r.id;
+    in.trace_id = r.trace_id;
+    in.prompt = r.prompt;
+    in.output = r.output;  // still needed here: the final event carries it
+    in.params = r.params;
+    in.seed = r.seed;
+    in.served = std::move(r.served);
+    in.completed = completed;
+    verifier_.submit(std::move(in));
 }
 
 // Moves terminal requests out of waiting_ and running_ into ended_ (their final event is sent
@@ -479,6 +519,7 @@ void scheduler::shutdown() {
     };
     fail_all(waiting_);
     fail_all(running_);
+    verifier_.drop_all();
     sweep_ended();
     publish_stats();
     emit();

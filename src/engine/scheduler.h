@@ -34,6 +34,7 @@
 #include "engine/model_executor.h"
 #include "engine/remote_prefill.h"
 #include "engine/request.h"
+#include "engine/verifier.h"
 
 namespace tandem::engine {
 
@@ -56,6 +57,9 @@ struct scheduler_options {
     std::shared_ptr<remote_prefill> remote;
     // How often a scheduler with transfers in flight and nothing to compute polls them.
     int64_t remote_poll_ms = 2;
+    // Shadow verification ([verify]; verifier.h): recomputes sampled finished requests on steps
+    // with nothing else to do. Off (sample_rate 0) by default and on the pd prefill side.
+    verify_options verify;
     // Monotonic seconds for queue deadlines and latencies; null: monotonic_seconds(). Tests give
     // a clock that advances per step, so a deadline expires at a chosen step boundary.
     std::function<double()> clock;
@@ -86,6 +90,7 @@ class scheduler final : public engine {
     int32_t vocab_size() const override { return vocab_; }
     int32_t eos_token_id() const override { return eos_; }
     void inject_stall(int64_t ms) override { stall_ms_.store(ms); }
+    verify_report verification() const override { return verifier_.report(); }
     // Asks the scheduler thread to stop after the step in progress; every unfinished request then
     // ends with an error (unavailable). The destructor does this and joins; calling it from a
     // before_step hook stops at exactly that step boundary (tests).
@@ -125,6 +130,8 @@ class scheduler final : public engine {
     void shutdown();
     void publish_stats();
     void check_idle_integrity() const;
+    bool idle_for_verification() const;
+    void hand_to_verifier(request& r, bool completed);
 
     // scheduler_step.cpp: plan, preemption, sampling, emission.
     void reserve_capacity();
@@ -180,6 +187,8 @@ class scheduler final : public engine {
     histogram e2e_{histogram::latency_seconds_bounds()};
     histogram step_time_{histogram::latency_seconds_bounds()};
     histogram batch_size_{histogram::power_of_two_bounds(1024)};
+    // Uses executor_ and capacity_ (declared above, so built before and destroyed after it).
+    shadow_verifier verifier_;
 
     std::thread thread_;  // last: starts after every member above exists
 };

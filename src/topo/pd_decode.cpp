@@ -224,14 +224,18 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
             c_.bytes.fetch_add(static_cast<int64_t>(w->data.size()));
             t->progress_ms = monotonic_ms();
             const receive_stats before = t->tracker->stats();
-            on_write_result(w->request_id, *t, before, t->tracker->apply(pool, *w), out);
+            const status st = t->tracker->apply(pool, *w);
+            if (st.is_ok() && opt_.corrupt_landed) corrupt_landed(pool, *opt_.corrupt_landed, *w);
+            on_write_result(w->request_id, *t, before, st, out);
         }
     } else if (auto* s = std::get_if<state_write_msg>(&in.msg)) {
         if (transfer* t = find(s->request_id, in.peer); t && !t->reported) {
             c_.bytes.fetch_add(static_cast<int64_t>(s->data.size()));
             t->progress_ms = monotonic_ms();
             const receive_stats before = t->tracker->stats();
-            on_write_result(s->request_id, *t, before, t->tracker->apply(pool, *s), out);
+            const status st = t->tracker->apply(pool, *s);
+            if (st.is_ok() && opt_.corrupt_landed) corrupt_landed(pool, *opt_.corrupt_landed, *s);
+            on_write_result(s->request_id, *t, before, st, out);
         }
     } else if (auto* d = std::get_if<prefill_done_msg>(&in.msg)) {
         on_done(in.peer, *d, out);

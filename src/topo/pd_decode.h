@@ -24,6 +24,7 @@
 #include "engine/pool_capacity.h"
 #include "engine/remote_prefill.h"
 #include "topo/pd_endpoint.h"
+#include "topo/pd_landed_fault.h"
 #include "topo/pd_transfer.h"
 
 namespace tandem::topo {
@@ -31,6 +32,8 @@ namespace tandem::topo {
 struct decode_link_options {
     int64_t transfer_timeout_ms = 120000;  // transport.transfer_timeout_ms: no progress this long
     int64_t abort_lease_ms = 10000;       // transport.abort_lease_ms
+    // verify.fault_corrupt_kind (tests and drills only): corrupt landed writes of this kind.
+    std::optional<landed_corruption> corrupt_landed;
 };
 
 // Counters for /metrics (a scrape may mix two polls).
