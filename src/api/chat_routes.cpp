@@ -4,16 +4,16 @@
 
 #include <ctime>
 
+#include "api/chat_pipeline.h"
 #include "api/choice_session.h"
 #include "api/event_json.h"
 #include "api/generation_options.h"
+#include "api/grammar_jobs.h"
 #include "api/json_body.h"
 #include "api/native_routes.h"
 #include "api/openai_common.h"
 #include "api/routes.h"
 #include "core/json_writer.h"
-#include "grammar/chat_constraint.h"
-#include "grammar/grammar.h"
 #include "http/router.h"
 #include "text/chat.h"
 #include "text/output_parser.h"
@@ -66,6 +66,9 @@ public:
         std::string content, reasoning;
         std::vector<tool_call_out> calls;
         std::vector<engine::position_logprobs> logprobs;
+        // Streaming: logprobs of tokens whose text has not been sent yet. They ride in the
+        // chunk that carries that text (the detokenizer and parser may hold text back).
+        std::vector<engine::position_logprobs> pending_logprobs;
         engine::finish_reason reason = engine::finish_reason::none;
         bool stopped_by_string = false;
         int64_t prompt_tokens = 0, completion_tokens = 0;
@@ -109,27 +112,34 @@ private:
         }
     }
 
+    // A streamed delta, with the logprobs of the tokens that produced it.
+    void write_text_delta(size_t c, const std::function<void(json_writer&)>& delta) {
+        choice_state& s = state[c];
+        write_delta(c, delta, &s.pending_logprobs, nullptr);
+        s.pending_logprobs.clear();
+    }
+
     void apply(size_t c, std::vector<text::output_event>& events) {
         choice_state& s = state[c];
         for (auto& ev : events) {
             switch (ev.type) {
                 case text::output_event::kind::reasoning:
                     s.reasoning += ev.text;
-                    if (stream) write_delta(c, [&](json_writer& w) { w.key("reasoning_content").value(ev.text); }, nullptr, nullptr);
+                    if (stream) write_text_delta(c, [&](json_writer& w) { w.key("reasoning_content").value(ev.text); });
                     break;
                 case text::output_event::kind::content:
                     s.content += ev.text;
-                    if (stream) write_delta(c, [&](json_writer& w) { w.key("content").value(ev.text); }, nullptr, nullptr);
+                    if (stream) write_text_delta(c, [&](json_writer& w) { w.key("content").value(ev.text); });
                     break;
                 case text::output_event::kind::tool_call: {
                     tool_call_out call{fmt::format("call_{}_{}_{}", http_id, c, ev.tool_index),
                                        ev.tool_name, ev.arguments};
                     if (stream) {
-                        write_delta(c, [&](json_writer& w) {
+                        write_text_delta(c, [&](json_writer& w) {
                             w.key("tool_calls").begin_array();
                             write_tool_call(w, ev.tool_index, call, true);
                             w.end_array();
-                        }, nullptr, nullptr);
+                        });
                     }
                     s.calls.push_back(std::move(call));
                     break;
@@ -154,11 +164,8 @@ private:
             }
         }
         if (opts.sampling.logprobs >= 0) {
-            if (stream && !ev.logprobs.empty()) {
-                write_delta(c, [](json_writer&) {}, &ev.logprobs, nullptr);
-            } else {
-                s.logprobs.insert(s.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
-            }
+            auto& into = stream ? s.pending_logprobs : s.logprobs;
+            into.insert(into.end(), ev.logprobs.begin(), ev.logprobs.end());
         }
         if (ev.finished) {
             if (!s.stopped_by_string) s.parser->push(s.text->finish(), &events);
@@ -170,9 +177,12 @@ private:
         apply(c, events);
         if (ev.finished && stream) {
             if (s.reason == engine::finish_reason::error) {
-                out.write(sse_data(http::error_body(s.error.message(), "internal_error", 500)));
+                out.write(sse_data(http::error_body(s.error.message(), "internal_error")));
             }
-            write_delta(c, [](json_writer&) {}, nullptr, finish_reason_of(s), s.parser->malformed());
+            // Tokens that produced no text (EOS, a hidden stop token) end with the last chunk.
+            write_delta(c, [](json_writer&) {}, &s.pending_logprobs, finish_reason_of(s),
+                        s.parser->malformed());
+            s.pending_logprobs.clear();
         }
     }
 
@@ -220,92 +230,6 @@ private:
     }
 };
 
-std::vector<std::string> tool_names(const text::chat_request& chat) {
-    std::vector<std::string> names;
-    simdjson::dom::parser parser;
-    for (const std::string& fn : chat.tools) {
-        simdjson::dom::element doc;
-        std::string_view name;
-        if (!parser.parse(fn).get(doc) && !doc["name"].get(name)) names.emplace_back(name);
-    }
-    return names;
-}
-
-// What a chat request becomes once its prompt is tokenized: everything the engine submission and
-// the response need, so it can also happen later, on the grammar worker.
-struct chat_start {
-    http::request req;
-    generation_options opts;
-    text::output_parser_options parser;
-    std::vector<int32_t> ids;
-    std::shared_ptr<const text::tokenizer> tok;
-};
-
-void submit_chat(app_state& app, engine::engine& e, const chat_start& c, const http::responder& out) {
-    auto session = std::make_shared<chat_session>();
-    session->bind(app, c.req, out, c.opts.stream, "chatcmpl-");
-    session->opts = c.opts;
-    session->tok = c.tok;
-    std::vector<int32_t> hidden = c.opts.sampling.stop_token_ids;
-    hidden.push_back(e.eos_token_id());
-    std::vector<engine::submit_request> subs;
-    for (int64_t i = 0; i < c.opts.n; ++i) {
-        chat_session::choice_state s;
-        // The parser needs <think>, </think> and the DSML markup; other specials never show.
-        s.text = std::make_unique<choice_text>(c.tok, text::special_token_policy::markup_only,
-                                               c.opts.stop, hidden);
-        s.parser = std::make_unique<text::output_parser>(c.parser);
-        session->state.push_back(std::move(s));
-        subs.push_back(make_submit(c.ids, c.opts, i, c.req.request_id, e));
-    }
-    if (status st = session->submit_all(e, std::move(subs)); !st) return send_status_error(out, st);
-    session->open();
-}
-
-// On the grammar worker: compiles the request's output grammar (a schema xgrammar refuses is the
-// client's 400), then submits as usual.
-void compile_then_submit(app_state& app, chat_start& c, const http::responder& out) {
-    if (out.cancelled()) return;  // the client left while waiting for the worker
-    engine::engine* e = engine_or_503(app, out);
-    if (!e) return;
-    auto compiler = grammar::compiler_for_model(app.cfg().model.path, e->vocab_size(), e->eos_token_id());
-    if (!compiler) return send_status_error(out, make_error(error_code::internal, compiler.error().message()));
-    auto compiled = (*compiler)->compile(c.opts.sampling.grammar_spec);
-    if (!compiled) return send_status_error(out, compiled.error());
-    c.opts.sampling.grammar = std::move(*compiled);
-    submit_chat(app, *e, c, out);
-}
-
-// response_format, strict tools and forced tool calls become an output grammar spec (compiled
-// later, off the HTTP loop). Errors are the client's (400).
-status constrain_output(const simdjson::dom::object& body, const text::chat_request& chat,
-                        const text::rendered_prompt& prompt, engine::sampling_params* sampling) {
-    grammar::constraint_options options;
-    if (auto field = body["parallel_tool_calls"]; field.error() == simdjson::SUCCESS && !field.is_null()) {
-        bool parallel = true;
-        if (field.get(parallel) != simdjson::SUCCESS) {
-            return make_error(error_code::invalid_argument, "parallel_tool_calls: must be a boolean");
-        }
-        options.parallel_tool_calls = parallel;
-    }
-    auto spec = grammar::chat_constraint(chat, prompt, options);
-    if (!spec) return spec.error();
-    if (!*spec) return status::ok();
-    if (sampling->ignore_eos) {
-        return make_error(error_code::invalid_argument,
-                          "ignore_eos: cannot be used with response_format, strict tools or a forced tool_choice "
-                          "(the constrained output ends at EOS)");
-    }
-    if ((*spec)->size() > grammar::k_max_spec_bytes) {
-        return make_error(error_code::invalid_argument,
-                          fmt::format("response_format / tools: the schemas are too large to constrain "
-                                      "decoding ({} bytes of grammar, at most {})",
-                                      (*spec)->size(), grammar::k_max_spec_bytes));
-    }
-    sampling->grammar_spec = std::move(**spec);
-    return status::ok();
-}
-
 }  // namespace
 
 void handle_chat_completions(app_state& app, const http::request& req, const http::responder& out) {
@@ -319,38 +243,35 @@ void handle_chat_completions(app_state& app, const http::request& req, const htt
     if (status st = check_model_name(app, opts->model); !st) return send_status_error(out, st);
     auto chat = text::chat_request_from_openai_json(req.body);
     if (!chat) return send_status_error(out, chat.error());
-    auto prompt = text::render_chat(*chat);
-    if (!prompt) return send_status_error(out, prompt.error());
     auto tok = app.tokenizer();
-    auto ids = text::tokenize_prompt(*prompt, *tok);
-    if (!ids) return send_status_error(out, ids.error());
-    if (status st = constrain_output(*body, *chat, *prompt, &opts->sampling); !st) {
-        return send_status_error(out, st);
-    }
+    auto pipeline = prepare_chat(*chat, *opts, *tok, *e);
+    if (!pipeline) return send_status_error(out, pipeline.error());
 
-    auto start = std::make_shared<chat_start>();
-    start->opts = std::move(*opts);
-    start->ids = std::move(*ids);
-    start->tok = std::move(tok);
-    bool with_tools = !chat->tools.empty() && chat->tool_choice != text::tool_choice_kind::none;
-    start->parser.starts_in_reasoning = prompt->generation_starts_in_reasoning;
-    start->parser.starts_in_tool_calls = with_tools && (chat->tool_choice == text::tool_choice_kind::required ||
-                                                        chat->tool_choice == text::tool_choice_kind::named);
-    if (with_tools) {
-        start->parser.check_tool_names = true;
-        start->parser.tool_names = tool_names(*chat);
-    }
-    if (start->opts.sampling.grammar_spec.empty()) {
-        start->req.request_id = req.request_id;
-        return submit_chat(app, *e, *start, out);
-    }
-    start->req = req;
-    app.grammar_work().post([&app, start, out](bool run) {
-        if (!run) {
-            return send_status_error(out, make_error(error_code::unavailable, "the server is shutting down"));
+    // Submitted at once, or on the grammar worker once the output grammar is compiled.
+    const std::string spec = pipeline->grammar_spec;
+    http::request id_only;
+    id_only.request_id = req.request_id;
+    auto ready = [&app, out, id_only, opts = std::move(*opts), pipeline = std::move(*pipeline), tok](
+                     engine::engine& eng, std::shared_ptr<const grammar::compiled> grammar) mutable {
+        opts.sampling.grammar_spec = pipeline.grammar_spec;
+        opts.sampling.grammar = std::move(grammar);
+        auto session = std::make_shared<chat_session>();
+        session->bind(app, id_only, out, opts.stream, "chatcmpl-");
+        session->opts = opts;
+        session->tok = tok;
+        std::vector<engine::submit_request> subs;
+        for (int64_t i = 0; i < opts.n; ++i) {
+            chat_session::choice_state s;
+            s.text = pipeline.make_text(tok);
+            s.parser = pipeline.make_parser();
+            session->state.push_back(std::move(s));
+            subs.push_back(make_submit(pipeline.prompt_ids, opts, i, id_only.request_id, eng));
         }
-        compile_then_submit(app, *start, out);
-    });
+        if (status st = session->submit_all(eng, std::move(subs)); !st) return send_status_error(out, st);
+        session->open();
+    };
+    when_grammar_ready(app, *e, spec, out, std::move(ready),
+                       [out](const status& st) { send_status_error(out, st); });
 }
 
 }  // namespace tandem::api

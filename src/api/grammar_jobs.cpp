@@ -1,5 +1,8 @@
 #include "api/grammar_jobs.h"
 
+#include "api/app_state.h"
+#include "grammar/grammar.h"
+
 namespace tandem::api {
 
 void grammar_jobs::post(job j) {
@@ -41,6 +44,22 @@ void grammar_jobs::loop() {
         }
         j(true);
     }
+}
+
+void when_grammar_ready(app_state& app, engine::engine& eng, const std::string& spec,
+                        const http::responder& out, grammar_ready ready, grammar_failed failed) {
+    if (spec.empty()) return ready(eng, nullptr);
+    app.grammar_work().post([&app, spec, out, ready = std::move(ready), failed = std::move(failed)](bool run) {
+        if (!run) return failed(make_error(error_code::unavailable, "the server is shutting down"));
+        if (out.cancelled()) return;  // the client left while the request waited for the worker
+        engine::engine* e = app.engine();
+        if (e == nullptr) return failed(make_error(error_code::unavailable, "the engine is not serving"));
+        auto compiler = grammar::compiler_for_model(app.cfg().model.path, e->vocab_size(), e->eos_token_id());
+        if (!compiler) return failed(make_error(error_code::internal, compiler.error().message()));
+        auto compiled = (*compiler)->compile(spec);
+        if (!compiled) return failed(compiled.error());
+        ready(*e, std::move(*compiled));
+    });
 }
 
 }  // namespace tandem::api

@@ -12,9 +12,21 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <memory>
+#include <string>
 #include <thread>
 
+#include "core/status.h"
+#include "engine/engine.h"
+#include "http/server.h"
+
+namespace tandem::grammar {
+class compiled;
+}
+
 namespace tandem::api {
+
+class app_state;
 
 class grammar_jobs {
 public:
@@ -40,5 +52,14 @@ private:
     bool stopping_ = false;
     std::thread worker_;  // started by the first post()
 };
+
+// The step between a parsed chat request and its submission. Without a grammar, ready() runs at
+// once with a null grammar. Otherwise, on the grammar worker: the spec is compiled for the
+// serving engine's model (a spec the grammar engine refuses → failed(400)), and ready() runs
+// there with it; a client that left meanwhile gets nothing, a server going away a 503.
+using grammar_ready = std::function<void(engine::engine&, std::shared_ptr<const grammar::compiled>)>;
+using grammar_failed = std::function<void(const status&)>;
+void when_grammar_ready(app_state& app, engine::engine& eng, const std::string& spec,
+                        const http::responder& out, grammar_ready ready, grammar_failed failed);
 
 }  // namespace tandem::api

@@ -181,12 +181,11 @@ result<bool> write_answer(json_writer& w, const text::chat_request& req,
 }  // namespace
 
 result<std::optional<std::string>> chat_constraint(const text::chat_request& req,
-                                                   const text::rendered_prompt& prompt,
-                                                   constraint_options options) {
+                                                   const text::rendered_prompt& prompt) {
     auto tools = offered_tools(req);
     if (!tools) return tools.error();
     json_writer answer;
-    auto constrained = write_answer(answer, req, *tools, options.parallel_tool_calls);
+    auto constrained = write_answer(answer, req, *tools, req.parallel_tool_calls);
     if (!constrained) return constrained.error();
     if (!*constrained) return std::optional<std::string>();
     if (!req.messages.empty() && req.messages.back().prefix) {

@@ -30,18 +30,12 @@
 
 namespace tandem::grammar {
 
-struct constraint_options {
-    // OpenAI's parallel_tool_calls: false allows one invoke per block (DeepSeek's API has no such
-    // field; its models may call several tools at once).
-    bool parallel_tool_calls = true;
-};
-
 // The structural tag for `req` (rendered as `prompt`), or nullopt when the output is free.
 // Errors (invalid_argument, → 400) name the request field: a schema that is not a JSON
 // object or boolean, tool parameters that are not an object, or a constraint that cannot
 // follow a prefix assistant message.
+// `req.parallel_tool_calls` false allows one invoke per block.
 result<std::optional<std::string>> chat_constraint(const text::chat_request& req,
-                                                   const text::rendered_prompt& prompt,
-                                                   constraint_options options = {});
+                                                   const text::rendered_prompt& prompt);
 
 }  // namespace tandem::grammar
