@@ -28,6 +28,7 @@ struct request {
     // pd prefill side (scheduler::submit with a prefill_hook): ships the prompt's state.
     std::function<status(sequence_id, int64_t computed, bool done)> prefill_progress;
     uint64_t seed = 0;  // params.seed, or drawn from the process RNG at submit
+    bool use_prefix_cache = true;  // submit_request::use_prefix_cache
 
     state_record state;
     std::vector<int32_t> output;

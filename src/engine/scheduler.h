@@ -31,6 +31,7 @@
 #include "engine/capacity.h"
 #include "engine/engine.h"
 #include "engine/model_executor.h"
+#include "engine/prefix_cache.h"
 #include "engine/remote_prefill.h"
 #include "engine/request.h"
 
@@ -53,6 +54,8 @@ struct scheduler_options {
     std::shared_ptr<remote_prefill> remote;
     // How often a scheduler with transfers in flight and nothing to compute polls them.
     int64_t remote_poll_ms = 2;
+    // The prefix cache over this engine's pool (engine/prefix_cache.h); null = off.
+    std::shared_ptr<prefix_cache> prefix;
 };
 
 class scheduler final : public engine {
@@ -77,14 +80,16 @@ class scheduler final : public engine {
     int32_t vocab_size() const override { return vocab_; }
     int32_t eos_token_id() const override { return eos_; }
     void inject_stall(int64_t ms) override { stall_ms_.store(ms); }
+    void flush_prefix_cache(flush_callback done) override;
 
     const std::shared_ptr<heartbeat>& loop_heartbeat() const { return heartbeat_; }
 
   private:
     struct inbox_msg {
-        enum class kind { submit, abort, finish } what;
+        enum class kind { submit, abort, finish, flush } what;
         request_id id = 0;
         std::unique_ptr<request> req;  // submit only
+        flush_callback flushed;        // flush only
     };
 
     // scheduler.cpp: thread, inbox, admission, endings.
@@ -95,6 +100,7 @@ class scheduler final : public engine {
     void step();
     void drain_inbox();
     void apply_end_request(request_id id, bool abort);
+    void apply_flush(const flush_callback& done);
     void expire_queued();
     void admit();
     bool start_remote(request& r);
@@ -123,6 +129,7 @@ class scheduler final : public engine {
     std::unique_ptr<model_executor> executor_;
     std::unique_ptr<capacity> capacity_;
     std::shared_ptr<remote_prefill> remote_;
+    std::shared_ptr<prefix_cache> prefix_;
     std::shared_ptr<heartbeat> heartbeat_;
     int32_t vocab_ = 0;
     int32_t eos_ = -1;
