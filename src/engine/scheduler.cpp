@@ -326,6 +326,7 @@ void scheduler::apply_end_request(request_id id, bool abort) {
 void scheduler::apply_flush(const flush_callback& done) {
     result<int64_t> freed = prefix_->flush();
     if (freed) TANDEM_LOG_INFO("prefix cache flushed: {} pages freed", *freed);
+    publish_stats();  // whoever `done` wakes may read stats() at once
     done(std::move(freed));
 }
 
