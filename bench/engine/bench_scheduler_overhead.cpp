@@ -117,6 +117,16 @@ int main(int argc, char** argv) {
     std::string model_dir = "models/tiny";
     std::vector<int64_t> batches = {1, 64, 256};
     int64_t tokens = 8;
+    const char* usage = "usage: bench_scheduler_overhead [--model models/tiny] [--batches 1,64,256] [--tokens 8]\n";
+    for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+            std::fputs(usage, stdout);
+            return 0;
+        }
+    if (argc % 2 == 0) {
+        std::fprintf(stderr, "%s needs a value\n%s", argv[argc - 1], usage);
+        return 2;
+    }
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string flag = argv[i];
         if (flag == "--model") model_dir = argv[i + 1];

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+#include <vector>
+
 namespace tandem::api {
 namespace {
 
@@ -34,6 +37,38 @@ void render_prefix_cache_metrics(std::string& text, const engine::prefix_cache_c
     metric(text, "tandem_prefix_cache_restore_failures_total", "counter",
            "Snapshots that failed verification (the request recomputed instead)",
            p.restore_failures);
+}
+
+void labelled(std::string& out, const char* name, const char* help, const char* label,
+              const std::vector<std::pair<const char*, int64_t>>& values) {
+    out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n", name, help);
+    for (const auto& [v, n] : values) out += fmt::format("{}{{{}=\"{}\"}} {}\n", name, label, v, n);
+}
+
+void verify_metrics(std::string& text, const engine::verify_report& v) {
+    metric(text, "tandem_verify_enabled", "gauge", "1 when verify.sample_rate > 0", v.enabled);
+    metric(text, "tandem_verify_sampled_total", "counter",
+           "Requests selected for shadow verification that ended (checked or skipped)", v.sampled);
+    metric(text, "tandem_verify_checks_total", "counter",
+           "Shadow verifications completed (recomputed and compared)", v.checks);
+    metric(text, "tandem_verify_tokens_recomputed_total", "counter",
+           "Tokens recomputed by shadow verification", v.tokens_recomputed);
+    metric(text, "tandem_verify_inflight", "gauge", "Shadow verifications pending or computing",
+           v.inflight);
+    std::vector<std::pair<const char*, int64_t>> paths, skips;
+    for (int p = 0; p < engine::k_verify_paths; ++p) {
+        paths.emplace_back(engine::verify_path_name(static_cast<engine::verify_path>(p)),
+                           v.divergences[p]);
+    }
+    for (int s = 0; s < engine::k_verify_skips; ++s) {
+        skips.emplace_back(engine::verify_skip_name(static_cast<engine::verify_skip>(s)),
+                           v.skipped[s]);
+    }
+    labelled(text, "tandem_verify_divergences_total",
+             "Recomputed logits differed from the served ones, by the path that fed the state",
+             "path", paths);
+    labelled(text, "tandem_verify_skipped_total", "Sampled requests not checked, by reason",
+             "reason", skips);
 }
 
 }  // namespace
@@ -80,6 +115,9 @@ void handle_metrics(app_state& app, const http::request&, const http::responder&
                s.requests_failed);
         metric(text, "tandem_rejected_queue_full_total", "counter",
                "Requests answered 503 because the queue was full", s.rejected_queue_full);
+        metric(text, "tandem_request_late_end_events_total", "counter",
+               "End events (abort, timeout, failure) that reached an already-ended request and "
+               "were dropped", s.late_end_events);
         metric(text, "tandem_prompt_tokens_total", "counter", "Prompt tokens processed",
                s.prompt_tokens);
         metric(text, "tandem_generated_tokens_total", "counter", "Tokens generated",
@@ -95,6 +133,7 @@ void handle_metrics(app_state& app, const http::request&, const http::responder&
         text += m.step_time.render_prometheus("tandem_step_seconds",
                                               "Duration of one lockstep scheduler step");
         text += m.batch_size.render_prometheus("tandem_batch_size", "Sequences per step");
+        verify_metrics(text, e->verification());
     }
     if (topo::deployment* d = app.deployment()) text += d->render_metrics();
     out.send({200, {}, std::move(text), "text/plain; version=0.0.4"});

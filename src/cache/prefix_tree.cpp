@@ -73,6 +73,19 @@ const prefix_tree::node* prefix_tree::find(std::span<const int32_t> tokens) cons
     return n;
 }
 
+int64_t prefix_tree::history_depth(std::span<const int32_t> tokens) const {
+    const int64_t len = static_cast<int64_t>(tokens.size());
+    const int64_t limit = len > 0 ? (len - 1) / page_size_ * page_size_ : 0;
+    const node* n = root_.get();
+    int64_t depth = 0;
+    for (int64_t at = 0; at + page_size_ <= limit; at += page_size_) {
+        n = child_of(n, tokens.subspan(static_cast<size_t>(at), static_cast<size_t>(page_size_)));
+        if (n == nullptr) break;
+        depth = n->depth;
+    }
+    return depth;
+}
+
 bool prefix_tree::has_snapshot(std::span<const int32_t> tokens) const {
     const node* n = find(tokens);
     return n != nullptr && n->snapshot != nullptr;

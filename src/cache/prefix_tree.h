@@ -86,6 +86,9 @@ public:
     // theirs. `snap` is attached at b unless that node already has one. Returns the node at b.
     node* insert(std::span<const int32_t> tokens, std::span<const page_ref> pages,
                  std::optional<boundary_snapshot> snap);
+    // How many tokens of `tokens` (whole pages, within floor((len − 1) / P) · P) the tree holds
+    // history for, snapshot or not: where a new branch would leave the tree. No side effects.
+    int64_t history_depth(std::span<const int32_t> tokens) const;
     // Does the node at exactly tokens[0, b) exist (with a snapshot)? No side effects.
     bool contains(std::span<const int32_t> tokens) const { return find(tokens) != nullptr; }
     bool has_snapshot(std::span<const int32_t> tokens) const;

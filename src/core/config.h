@@ -87,6 +87,16 @@ struct transport_section {
     int64_t fault_seed = 0;
 };
 
+struct verify_section {
+    double sample_rate = 0;             // share of finished requests recomputed and compared
+    int64_t max_inflight = 0;           // checks pending or computing; more are skipped
+    int64_t max_tokens_per_second = 0;  // recompute budget (0 = unlimited)
+    int64_t max_chunk_tokens = 0;       // tokens per verification step (bounds the delay)
+    // Testing/drills only: after a pd write of this state kind verified its checksum and landed,
+    // flip bits in it (a wrong-offset descriptor the checksum cannot see). "none" = off.
+    std::string fault_corrupt_kind;
+};
+
 struct logging_section {
     std::string level;        // "debug" | "info" | "warn" | "error"
     bool access_log = false;  // one line per HTTP request
@@ -100,6 +110,7 @@ struct config {
     scheduler_section scheduler;
     topology_section topology;
     transport_section transport;
+    verify_section verify;
     logging_section logging;
 };
 

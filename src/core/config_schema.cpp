@@ -174,6 +174,23 @@ const std::vector<field>& table() {
          "Testing/drills only: seed of the fault injector's random stream (reproducible runs).",
          REF(transport.fault_seed), 0, k_int_max),
 
+        real("verify", "sample_rate",
+         "Share of finished requests recomputed on the local plain path and compared bit for "
+         "bit with what was served (0 = off).", REF(verify.sample_rate), 0.0, 1.0),
+        integer("verify", "max_inflight",
+         "Verification checks pending or computing; further samples are skipped (counted).",
+         REF(verify.max_inflight), 1, 1 << 20),
+        integer("verify", "max_tokens_per_second",
+         "Recompute budget (a token bucket of 10 s); samples beyond it are skipped (counted). "
+         "0 = unlimited.", REF(verify.max_tokens_per_second), 0, k_int_max),
+        integer("verify", "max_chunk_tokens",
+         "Tokens one verification step computes; a live request waits at most one such step.",
+         REF(verify.max_chunk_tokens), 1, 1 << 20),
+        choice("verify", "fault_corrupt_kind",
+         "Testing/drills only (pd decode): flip bits in every landed write of this state kind "
+         "after its checksum verified.", REF(verify.fault_corrupt_kind),
+         {"none", "compressed_kv", "index_k", "window", "attn_compressor", "index_compressor"}),
+
         choice("logging", "level", "Least severe level written.", REF(logging.level), {"debug", "info", "warn", "error"}),
         boolean("logging", "access_log", "One log line per HTTP request.",
          REF(logging.access_log)),

@@ -1,87 +1,64 @@
-// cpu/kernels.cpp — see kernels.h.
+// cpu/kernels.cpp — see kernels.h: dispatch, tiling and threading around the per-ISA tiles.
 #include "cpu/kernels.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "cpu/kernels_internal.h"
 
 namespace tandem::cpu {
 
-namespace {
-constexpr int k_lanes = 16;
+namespace detail {
 
-// 2 rows × 4 outputs with exactly dot()'s per-element operation order (16 lane accumulators,
-// pairwise lane reduction, sequential tail), so y[r][o] is bitwise the same as dot(x_r, w_o)
-// whichever path computed it. Weight rows are loaded once per two input rows.
-// Built for AVX2 and baseline; AVX2 has no FMA here, so both clones round identically.
-__attribute__((target_clones("avx2", "default")))
-void dot_2x4(const float* x0, const float* x1, const float* w0, const float* w1, const float* w2,
-             const float* w3, int64_t n, float* y0, float* y1) {
-    const float* w[4] = {w0, w1, w2, w3};
-    float acc[2][4][k_lanes] = {};
-    int64_t i = 0;
-    for (; i + k_lanes <= n; i += k_lanes)
-        for (int o = 0; o < 4; ++o)
-            for (int l = 0; l < k_lanes; ++l) {
-                acc[0][o][l] += x0[i + l] * w[o][i + l];
-                acc[1][o][l] += x1[i + l] * w[o][i + l];
-            }
-    for (int r = 0; r < 2; ++r) {
-        const float* x = r == 0 ? x0 : x1;
-        float* y = r == 0 ? y0 : y1;
-        for (int o = 0; o < 4; ++o) {
-            float* a = acc[r][o];
-            for (int width = k_lanes / 2; width > 0; width /= 2)
-                for (int l = 0; l < width; ++l) a[l] += a[l + width];
-            float s = a[0];
-            for (int64_t j = i; j < n; ++j) s += x[j] * w[o][j];
-            y[o] = s;
-        }
-    }
-}
-}  // namespace
-
-__attribute__((target_clones("avx2", "default")))
-float dot(const float* a, const float* b, int64_t n) {
-    // Lane-wise accumulation vectorizes without reassociation flags and keeps one fixed order.
-    float acc[k_lanes] = {};
-    int64_t i = 0;
-    for (; i + k_lanes <= n; i += k_lanes)
-        for (int l = 0; l < k_lanes; ++l) acc[l] += a[i + l] * b[i + l];
-    for (int width = k_lanes / 2; width > 0; width /= 2)
-        for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-    float s = acc[0];
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s;
+const kernel_table& active_kernels() {
+    static const kernel_table& table = [] () -> const kernel_table& {
+        const char* force = std::getenv("TANDEM_CPU_KERNELS");
+        if (force && std::strcmp(force, "scalar") == 0) return scalar_kernels();
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_cpu_init();
+        if (avx2_kernels() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+            __builtin_cpu_supports("f16c"))
+            return *avx2_kernels();
+#endif
+        return scalar_kernels();
+    }();
+    return table;
 }
 
-void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const float* w,
-            int64_t in, int64_t out, float* y, int64_t y_stride) {
-    // Parallel over blocks of output columns: each block of weight rows is read once per call and
-    // reused by every input row while it is hot in cache.
-    constexpr int64_t k_block = 8;
-    int64_t blocks = (out + k_block - 1) / k_block;
-    int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, in * rows));
-    pool.parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-        float t0[4], t1[4];
-        for (int64_t b = b0; b < b1; ++b) {
-            int64_t o0 = b * k_block, o1 = std::min(out, o0 + k_block);
-            int64_t r = 0;
-            for (; r + 2 <= rows; r += 2) {
-                const float* xa = x + r * x_stride;
-                const float* xb = xa + x_stride;
-                int64_t o = o0;
-                for (; o + 4 <= o1; o += 4) {
-                    dot_2x4(xa, xb, w + o * in, w + (o + 1) * in, w + (o + 2) * in, w + (o + 3) * in, in, t0, t1);
-                    for (int k = 0; k < 4; ++k) y[r * y_stride + o + k] = t0[k], y[(r + 1) * y_stride + o + k] = t1[k];
-                }
-                for (; o < o1; ++o) {
-                    y[r * y_stride + o] = dot(xa, w + o * in, in);
-                    y[(r + 1) * y_stride + o] = dot(xb, w + o * in, in);
-                }
-            }
-            for (; r < rows; ++r)
-                for (int64_t o = o0; o < o1; ++o) y[r * y_stride + o] = dot(x + r * x_stride, w + o * in, in);
+}  // namespace detail
+
+const char* kernel_isa() { return detail::active_kernels().name; }
+
+float dot(const float* a, const float* b, int64_t n) { return detail::active_kernels().dot(a, b, n); }
+
+void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,
+            int64_t y_stride) {
+    if (rows <= 0 || w.rows <= 0) return;
+    const auto tile = detail::active_kernels().tile;
+    // Work unit: a block of output columns over a tile of rows. The block's weights (a few KB
+    // to a few hundred KB) stay in cache while the tile's rows stream past them, and each
+    // weight is read from memory once per call whatever the batch (rows are tiled only when
+    // there are many, and then the block is re-read from cache, not memory).
+    const int64_t row_bytes = std::max<int64_t>(1, w.row_bytes());
+    const int64_t block = std::clamp<int64_t>((int64_t{96} << 10) / row_bytes / 12 * 12, 12, 384);
+    const int64_t row_tile = 64;
+    const int64_t blocks = (w.rows + block - 1) / block, tiles = (rows + row_tile - 1) / row_tile;
+    const int64_t units = blocks * tiles;
+    pool.parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
+        for (int64_t u = u0; u < u1; ++u) {
+            const int64_t b = u / tiles, t = u % tiles;
+            const int64_t o0 = b * block, o1 = std::min(w.rows, o0 + block);
+            const int64_t r0 = t * row_tile, r1 = std::min(rows, r0 + row_tile);
+            tile(x + r0 * x_stride, x_stride, r1 - r0, w, o0, o1, y + r0 * y_stride + o0, y_stride);
         }
     });
+}
+
+void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const float* w, int64_t in,
+            int64_t out, float* y, int64_t y_stride) {
+    linear(pool, x, rows, x_stride, weight_matrix::from_f32(w, out, in), y, y_stride);
 }
 
 float mean_square(const float* x, int64_t n) {

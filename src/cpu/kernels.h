@@ -1,31 +1,44 @@
-// cpu/kernels.h — Batch-invariant fp32 kernels of the CPU backend.
+// cpu/kernels.h — Batch-invariant kernels of the CPU backend.
 //
-// Owns: dot products, row-wise linear layers and row-wise RMSNorm in fp32. Every reduction runs
-// in one fixed order per output element (16 interleaved partial sums, combined pairwise, then
-// the tail), independent of how many rows are in the batch, of the row's position in it and of
-// the thread count. Parallelism is only ever over independent outputs (rows, columns, heads),
-// never inside one reduction — that is what makes batched and chunked runs bitwise equal to
-// single-sequence runs (design invariant 8).
+// Owns: dot products, linear layers over weights in their stored form (cpu/weight_matrix.h:
+// fp32, bf16, f16, FP8 e4m3 + block scales, FP4 e2m1 + per-32 scales, decoded in registers) and
+// row-wise RMSNorm. Every output element is reduced in one fixed order (kernels_internal.h: 8
+// fma lanes, pairwise lane sum, fma tail) whatever the batch, the element's position in it, the
+// register block, the tile, the thread count or the instruction set; parallelism is only over
+// independent outputs, never inside one reduction. That is what makes batched and chunked runs
+// bitwise equal to single-sequence runs (design invariant 8).
+//
+// The instruction set is chosen once per process (AVX2 + FMA when the CPU has it, else the
+// portable reference) through plain function pointers — no ifunc, so ThreadSanitizer works.
 #pragma once
 
 #include <cstdint>
 
 #include "cpu/thread_pool.h"
+#include "cpu/weight_matrix.h"
 
 namespace tandem::cpu {
 
 // Σ a[i]·b[i] in the fixed order described above.
 float dot(const float* a, const float* b, int64_t n);
 
-// y[r, o] = Σ_i x[r, i] · w[o, i]  (PyTorch nn.Linear layout: w is [out, in], row-major).
-// x has `rows` rows of stride `x_stride`, y rows of stride `y_stride`.
-void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const float* w,
-            int64_t in, int64_t out, float* y, int64_t y_stride);
+// y[r, o] = Σ_i x[r, i] · w(o, i) for r < rows, o < w.rows (PyTorch nn.Linear layout: w is
+// [out, in]). x has `rows` rows of stride `x_stride` (≥ w.cols), y rows of stride `y_stride`.
+void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,
+            int64_t y_stride);
+
+// fp32 weights: the same as linear(weight_matrix::from_f32(w, out, in)).
+void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const float* w, int64_t in,
+            int64_t out, float* y, int64_t y_stride);
 
 // Mean of squares in fixed order, used by every RMSNorm.
 float mean_square(const float* x, int64_t n);
 
 // y = w ⊙ (x · rsqrt(mean(x²) + eps)); w may be null (unweighted). y may alias x.
 void rms_norm(const float* x, const float* w, int64_t n, double eps, float* y);
+
+// Which kernels this process runs ("avx2+fma" or "scalar"); TANDEM_CPU_KERNELS=scalar forces
+// the portable ones (tests compare the two).
+const char* kernel_isa();
 
 }  // namespace tandem::cpu

@@ -18,6 +18,10 @@ scheduler_options scheduler_options_from(const config& cfg, std::shared_ptr<hear
     so.max_context_tokens = cfg.scheduler.max_context_tokens;
     so.queue_timeout_ms = cfg.scheduler.queue_timeout_ms;
     so.loop_heartbeat = std::move(beat);
+    so.verify.sample_rate = cfg.verify.sample_rate;
+    so.verify.max_inflight = cfg.verify.max_inflight;
+    so.verify.max_tokens_per_second = cfg.verify.max_tokens_per_second;
+    so.verify.max_chunk_tokens = cfg.verify.max_chunk_tokens;
     return so;
 }
 

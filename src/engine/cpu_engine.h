@@ -31,7 +31,8 @@ struct cpu_engine_parts {
 result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint = 0);
 
 // The [scheduler] limits: max_running_requests, max_queued_requests, max_prefill_tokens,
-// max_context_tokens, queue_timeout_ms. `beat` is the loop's heartbeat (null: a private one).
+// max_context_tokens, queue_timeout_ms; and [verify] (sample_rate, max_inflight,
+// max_tokens_per_second, max_chunk_tokens). `beat` is the loop's heartbeat (null: a private one).
 scheduler_options scheduler_options_from(const config& cfg, std::shared_ptr<heartbeat> beat);
 
 // Parts + scheduler. When `liveness` is given, the scheduler loop registers its heartbeat there

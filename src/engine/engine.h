@@ -17,6 +17,7 @@
 
 #include "core/histogram.h"
 #include "core/status.h"
+#include "engine/verify_report.h"
 
 namespace tandem::engine {
 
@@ -83,9 +84,6 @@ struct submit_request {
     sampling_params params;
     event_sink sink;
     std::string trace_id;      // the HTTP request id, for logs
-    // false: computed from token 0 even when a prefix is cached (a recompute that verifies
-    // the cache must not read it). Its state is still offered to the cache afterwards.
-    bool use_prefix_cache = true;
 };
 
 // Prefix cache counters (all 0 when the cache is off).
@@ -111,6 +109,8 @@ struct engine_stats {
     int64_t requests_aborted = 0;
     int64_t requests_failed = 0;
     int64_t rejected_queue_full = 0;
+    // End events (abort, timeout, failure, stop) that reached an already-ended request: dropped.
+    int64_t late_end_events = 0;
     int64_t prompt_tokens = 0;
     int64_t generated_tokens = 0;
     int64_t steps = 0;
@@ -154,6 +154,9 @@ public:
     virtual void flush_prefix_cache(flush_callback done) {
         done(make_error(error_code::invalid_argument, "the prefix cache is off (cache.prefix_cache)"));
     }
+    // Shadow verification's counters and last divergence (verifier.h); empty when the engine
+    // does not verify.
+    virtual verify_report verification() const { return {}; }
 };
 
 }  // namespace tandem::engine

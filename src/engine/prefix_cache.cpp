@@ -50,11 +50,15 @@ int64_t prefix_cache::attach(const request& r) {
     const int64_t total = r.total_tokens();
     s.known_at_admission = total;
     // Prompt logprobs need the logits of every prompt position: nothing may be skipped.
-    if (!r.use_prefix_cache || r.params.prompt_logprobs) return 0;
+    if (r.params.prompt_logprobs) return 0;
     ++lookups_;
     lookup_tokens_ += total;
     std::span<const int32_t> tokens = known_tokens(r, total, scratch_tokens_);
     cache::prefix_tree::match_result m = tree_->match(tokens);
+    // History without a snapshot beyond the match: the tokens branch off there (or a snapshot
+    // was evicted). A snapshot at that point makes the next sibling resumable.
+    const int64_t history = tree_->history_depth(tokens);
+    if (history > m.tokens) s.branch_point = history;
     int64_t computed = 0;
     if (m.tokens > 0) {
         cache::page_pool& pool = seqs_->pool();
@@ -86,6 +90,7 @@ bool prefix_cache::is_boundary(const sequence_state& s, int64_t computed) const 
     const int64_t page = tree_->page_size();
     if (computed <= 0 || computed % page != 0 || computed >= s.known_at_admission) return false;
     if (computed == (s.known_at_admission - 1) / page * page) return true;
+    if (computed == s.branch_point) return true;
     return opt_.snapshot_interval_tokens > 0 && computed % opt_.snapshot_interval_tokens == 0;
 }
 
@@ -98,6 +103,7 @@ int64_t prefix_cache::next_stop(const request& r) const {
     int64_t stop = total;
     const int64_t prompt_end = (s.known_at_admission - 1) / page * page;
     if (prompt_end > r.computed) stop = std::min(stop, prompt_end);
+    if (s.branch_point > r.computed) stop = std::min(stop, s.branch_point);
     if (const int64_t every = opt_.snapshot_interval_tokens; every > 0) {
         const int64_t next = (r.computed / every + 1) * every;
         if (next < s.known_at_admission) stop = std::min(stop, next);

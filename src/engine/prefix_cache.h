@@ -9,8 +9,10 @@
 //   next_stop while prefilling: where the next chunk must end so a snapshot boundary falls on a
 //             chunk end (chunk-invariant kernels make this free: the logits are the same).
 //   after_step once the sequence holds `computed` tokens (before the step's token is sampled):
-//               prefilling at an admitted boundary (the prompt-end boundary floor((T−1)/P)·P, or a
-//               multiple of cache.snapshot_interval_tokens) → snapshot + its pages into the tree;
+//               prefilling at an admitted boundary (the prompt-end boundary floor((T−1)/P)·P, a
+//               multiple of cache.snapshot_interval_tokens, or the branch point: the end of the
+//               history the tree already holds for these tokens, where a sibling would branch
+//               off, when no snapshot is there yet) → snapshot + its pages into the tree;
 //               past the tokens known at admission, at a page boundary → the private rolling decode-tail snapshot.
 //   release   before the sequence is dropped (finish, abort, error, preemption): publishes the
 //             decode-tail snapshot with its pages (turn N+1 of a session resumes after turn N's
@@ -83,6 +85,7 @@ private:
     struct sequence_state {
         cache::prefix_tree::node* locked = nullptr;  // deepest node this sequence holds
         int64_t known_at_admission = 0;              // T: the prompt-end boundary is (T−1)/P·P
+        int64_t branch_point = 0;  // where this request leaves the tree's history (0: nowhere)
         std::optional<cache::boundary_snapshot> tail;
     };
     bool is_boundary(const sequence_state& s, int64_t computed) const;

@@ -32,6 +32,10 @@
 
 namespace tandem::engine {
 
+// Why a transferring request gives its sequence back (the pd abort metrics count by it).
+enum class release_cause { client, deadline, shutdown, error, preempted, peer_lost };
+inline constexpr int k_release_causes = 6;
+
 struct remote_prefill_job {
     request_id id = 0;
     sequence_id sequence = -1;          // holds capacity for exactly the prompt
@@ -43,12 +47,12 @@ struct remote_prefill_job {
 struct remote_prefill_result {
     request_id id = 0;
     status error;                       // not ok: the transfer failed; the fields below are unset
+    release_cause cause = release_cause::error;  // with an error: deadline, peer_lost or error
     int32_t first_token = 0;
     position_logprobs first_logprobs;   // meaningful when the request asked for logprobs
     std::vector<position_logprobs> prompt_logprobs;  // when asked: [0] placeholder, then 1..
 };
 
-enum class release_cause { client, deadline, shutdown, error, preempted };
 
 class remote_prefill {
   public:

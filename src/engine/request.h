@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "engine/request_state.h"
 #include "engine/step_plan.h"
+#include "engine/verifier.h"
 
 namespace tandem::engine {
 
@@ -28,7 +29,6 @@ struct request {
     // pd prefill side (scheduler::submit with a prefill_hook): ships the prompt's state.
     std::function<status(sequence_id, int64_t computed, bool done)> prefill_progress;
     uint64_t seed = 0;  // params.seed, or drawn from the process RNG at submit
-    bool use_prefix_cache = true;  // submit_request::use_prefix_cache
 
     state_record state;
     std::vector<int32_t> output;
@@ -47,6 +47,14 @@ struct request {
     finish_reason reason = finish_reason::none;
     status error;
     int32_t stop_token = -1;
+
+    // Shadow verification (verifier.h): chosen at admission; then one served_position per
+    // output token. state_path says what fed the sequence's state: plain (computed here), or
+    // pd_transfer once a transfer landed; a prefix-cache or host-tier hit must set its own path
+    // when it fills state, and a preemption (recompute from scratch) resets it to plain.
+    bool verify = false;
+    verify_path state_path = verify_path::plain;
+    std::vector<served_position> served;
 
     // Timing, in monotonic seconds.
     double submitted_s = 0.0;

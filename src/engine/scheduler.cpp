@@ -28,7 +28,8 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
                                      : std::make_shared<heartbeat>("scheduler")),
       vocab_(executor_->vocab_size()),
       eos_(executor_->eos_token_id()),
-      seed_rng_(std::random_device{}()) {
+      seed_rng_(std::random_device{}()),
+      verifier_(opt_.verify, *executor_, *capacity_) {
     TANDEM_CHECK(opt_.max_running_requests > 0 && opt_.max_prefill_tokens > 0);
     int64_t limit = executor_->max_context_tokens();
     if (opt_.max_context_tokens > 0) limit = std::min(limit, opt_.max_context_tokens);
@@ -49,12 +50,16 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
 
 scheduler::~scheduler() {
     if (remote_) remote_->set_wake({});  // the transport must not wake a scheduler being destroyed
+    begin_shutdown();
+    thread_.join();
+}
+
+void scheduler::begin_shutdown() {
     {
         std::lock_guard lock(inbox_mu_);
         stopping_ = true;
     }
     inbox_cv_.notify_one();
-    thread_.join();
 }
 
 // --- Submission (any thread) ---------------------------------------------------------------
@@ -118,7 +123,6 @@ result<request_id> scheduler::submit(submit_request req, prefill_hook progress) 
     r->params = std::move(req.params);
     r->sink = std::move(req.sink);
     r->prefill_progress = std::move(progress);
-    r->use_prefix_cache = req.use_prefix_cache;
     if (r->params.seed) {
         r->seed = *r->params.seed;
     } else {
@@ -128,7 +132,7 @@ result<request_id> scheduler::submit(submit_request req, prefill_hook progress) 
     if (r->params.prompt_logprobs) {  // position 0: a placeholder, nothing predicts it
         r->prompt_logprobs.push_back({{r->prompt.front(), 0.0f}, {}});
     }
-    r->submitted_s = monotonic_seconds();
+    r->submitted_s = now();
     request_id id = r->id;
     std::unique_lock lock(inbox_mu_);
     if (stopping_) {
@@ -185,6 +189,7 @@ engine_stats scheduler::stats() const {
     s.requests_aborted = c_.aborted.load();
     s.requests_failed = c_.failed.load();
     s.rejected_queue_full = c_.rejected.load();
+    s.late_end_events = c_.late_end_events.load();
     s.prompt_tokens = c_.prompt_tokens.load();
     s.generated_tokens = c_.generated_tokens.load();
     s.steps = c_.steps.load();
@@ -214,6 +219,7 @@ bool scheduler::wait_for_work() {
     for (;;) {
         if (stopping_) return false;
         if (!inbox_.empty() || kicked_ || !ended_.empty() || has_local_work()) break;
+        if (idle_for_verification()) break;
         const bool transfers = remote_ && remote_->busy();
         // Queued requests with nothing running are always admissible (a lone request fits
         // the cache), so only an empty scheduler sleeps.
@@ -244,6 +250,7 @@ bool scheduler::has_local_work() const {
 void scheduler::check_idle_integrity() const {
     TANDEM_CHECK(waiting_.empty() && running_.empty() && ended_.empty());
     TANDEM_CHECK_MSG(live_.empty(), "a request is known but in no queue");
+    TANDEM_CHECK_MSG(!verifier_.holds_sequence(), "a finished verification kept its sequence");
     const capacity_stats cs = capacity_->stats();
     TANDEM_CHECK_MSG(cs.sequences == 0 && cs.pages_free + cs.cached_pages == cs.pages_total,
                      "cache capacity leaked by an ended request");
@@ -260,7 +267,7 @@ void scheduler::step() {
     if (int64_t ms = stall_ms_.exchange(0); ms > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     }
-    const double t0 = monotonic_seconds();
+    const double t0 = now();
     drain_inbox();
     poll_remote();
     expire_queued();
@@ -281,13 +288,23 @@ void scheduler::step() {
             }
         }
         c_.steps.fetch_add(1);
-        step_time_.observe(monotonic_seconds() - t0);
+        step_time_.observe(now() - t0);
         batch_size_.observe(static_cast<double>(plan.items.size()));
     }
     sweep_ended();
     publish_stats();
     emit();
+    // Shadow verification only on a step that computed nothing live, after this step's events
+    // went out: a request arriving now waits for at most one verification chunk.
+    if (plan.items.empty() && idle_for_verification()) {
+        verifier_.run_chunk(step_no_);
+        publish_stats();  // its pages, held or just returned
+    }
     heartbeat_->beat();
+}
+
+bool scheduler::idle_for_verification() const {
+    return verifier_.has_work() && running_.empty() && waiting_.empty();
 }
 
 void scheduler::drain_inbox() {
@@ -299,6 +316,8 @@ void scheduler::drain_inbox() {
     for (inbox_msg& m : msgs) {
         if (m.what == inbox_msg::kind::submit) {
             c_.prompt_tokens.fetch_add(static_cast<int64_t>(m.req->prompt.size()));
+            // pd prefill jobs are checked by the decode side, which sees the whole request.
+            m.req->verify = !m.req->prefill_progress && verifier_.draw();
             live_[m.id] = m.req.get();
             waiting_.push_back(std::move(m.req));
         } else if (m.what == inbox_msg::kind::flush) {
@@ -311,8 +330,8 @@ void scheduler::drain_inbox() {
 
 void scheduler::apply_end_request(request_id id, bool abort) {
     auto it = live_.find(id);
-    if (it == live_.end() || is_terminal(it->second->state.state)) return;  // idempotent
-    request& r = *it->second;
+    if (it == live_.end()) return;  // unknown, or its final event was sent: nothing to end
+    request& r = *it->second;  // already ended this step: end_request counts and drops it
     if (abort) {
         end_request(r, request_state::aborted, finish_reason::aborted, status::ok(),
                     "aborted by the client");
@@ -331,15 +350,16 @@ void scheduler::apply_flush(const flush_callback& done) {
 }
 
 void scheduler::expire_queued() {
-    const double now = monotonic_seconds();
+    const double t = now();
     const double limit_s = static_cast<double>(opt_.queue_timeout_ms) / 1000.0;
     for (const auto& r : waiting_) {
-        if (r->started || now - r->submitted_s <= limit_s) continue;
+        // An aborted request stays in waiting_ until the next sweep: it has already ended.
+        if (r->started || is_terminal(r->state.state) || t - r->submitted_s <= limit_s) continue;
         end_request(*r, request_state::failed, finish_reason::error,
                     make_error(error_code::deadline_exceeded,
                                fmt::format("request waited {:.0f} ms in the queue without "
                                            "starting (scheduler.queue_timeout_ms = {})",
-                                           (now - r->submitted_s) * 1000.0, opt_.queue_timeout_ms)),
+                                           (t - r->submitted_s) * 1000.0, opt_.queue_timeout_ms)),
                     "queue timeout");
     }
 }
@@ -351,8 +371,16 @@ void scheduler::admit() {
         const int64_t need = r.total_tokens();
         // Leave one token per running request so their next decode step does not preempt
         // the request just admitted.
-        if (!capacity_->can_admit(need, static_cast<int64_t>(running_.size()))) break;
+        if (!capacity_->can_admit(need, static_cast<int64_t>(running_.size()))) {
+            if (!verifier_.holds_sequence()) break;
+            verifier_.release_sequence();  // live work first: the check restarts later
+            continue;
+        }
         result<sequence_id> seq = executor_->new_sequence();
+        if (!seq && verifier_.holds_sequence()) {
+            verifier_.release_sequence();
+            seq = executor_->new_sequence();
+        }
         if (!seq) {
             if (running_.empty()) {
                 end_request(r, request_state::failed, finish_reason::error,
@@ -368,6 +396,7 @@ void scheduler::admit() {
         const bool remote = remote_ && r.output.empty();
         // A cached prefix (shared pages + restored snapshot) is state the sequence now holds.
         r.computed = prefix_ && !remote ? prefix_->attach(r) : 0;
+        if (r.computed > 0) r.state_path = verify_path::prefix_cache;  // what shadow checks blame
         TANDEM_CHECK(capacity_->allocate(r.sequence, need));
         if (remote && !start_remote(r)) {
             sweep_ended();
@@ -415,10 +444,13 @@ void scheduler::poll_remote() {
         request& r = *it->second;
         if (!res.error.is_ok()) {
             end_request(r, request_state::failed, finish_reason::error,
-                        res.error.with_context("prefill transfer failed"), "transfer failed");
+                        res.error.with_context("prefill transfer failed"), "transfer failed",
+                        res.cause);
             continue;
         }
         r.computed = static_cast<int64_t>(r.prompt.size());
+        r.state_path = verify_path::pd_transfer;
+        if (r.verify) r.served.push_back({0, false, res.first_token, r.state_path});
         if (r.params.prompt_logprobs) {
             r.prompt_logprobs = std::move(res.prompt_logprobs);
             r.prompt_logprobs_next = static_cast<int64_t>(r.prompt.size());
@@ -449,15 +481,36 @@ void scheduler::release_sequence(request& r, release_cause cause) {
     r.sequence = -1;
 }
 
-void scheduler::end_request(request& r, request_state to, finish_reason why, status err,
-                            std::string reason) {
-    release_sequence(r, cause_of_ending(to, err));
+bool scheduler::end_request(request& r, request_state to, finish_reason why, status err,
+                            std::string reason, std::optional<release_cause> cause) {
+    if (is_terminal(r.state.state)) {
+        c_.late_end_events.fetch_add(1);
+        return false;
+    }
+    release_sequence(r, cause ? *cause : cause_of_ending(to, err));
+    if (r.verify) hand_to_verifier(r, to == request_state::finished);
     r.reason = why;
     r.error = std::move(err);
     transition(r.state, to, std::move(reason));
     if (to == request_state::finished) c_.finished.fetch_add(1);
     if (to == request_state::aborted) c_.aborted.fetch_add(1);
     if (to == request_state::failed) c_.failed.fetch_add(1);
+    if (opt_.on_ended) opt_.on_ended(r);
+    return true;
+}
+
+void scheduler::hand_to_verifier(request& r, bool completed) {
+    r.verify = false;
+    verify_job_input in;
+    in.id = r.id;
+    in.trace_id = r.trace_id;
+    in.prompt = r.prompt;
+    in.output = r.output;  // still needed here: the final event carries it
+    in.params = r.params;
+    in.seed = r.seed;
+    in.served = std::move(r.served);
+    in.completed = completed;
+    verifier_.submit(std::move(in));
 }
 
 // Moves terminal requests out of waiting_ and running_ into ended_ (their final event is sent
@@ -493,6 +546,7 @@ void scheduler::shutdown() {
     };
     fail_all(waiting_);
     fail_all(running_);
+    verifier_.drop_all();
     sweep_ended();
     publish_stats();
     emit();

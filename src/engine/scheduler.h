@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <thread>
@@ -34,8 +35,11 @@
 #include "engine/prefix_cache.h"
 #include "engine/remote_prefill.h"
 #include "engine/request.h"
+#include "engine/verifier.h"
 
 namespace tandem::engine {
+
+double monotonic_seconds();
 
 struct scheduler_options {
     int64_t max_running_requests = 64;
@@ -56,6 +60,15 @@ struct scheduler_options {
     int64_t remote_poll_ms = 2;
     // The prefix cache over this engine's pool (engine/prefix_cache.h); null = off.
     std::shared_ptr<prefix_cache> prefix;
+    // Shadow verification ([verify]; verifier.h): recomputes sampled finished requests on steps
+    // with nothing else to do. Off (sample_rate 0) by default and on the pd prefill side.
+    verify_options verify;
+    // Monotonic seconds for queue deadlines and latencies; null: monotonic_seconds(). Tests give
+    // a clock that advances per step, so a deadline expires at a chosen step boundary.
+    std::function<double()> clock;
+    // Test hook, called on the scheduler thread when a request has ended, before its final event:
+    // its state history can be checked edge by edge.
+    std::function<void(const request&)> on_ended;
 };
 
 class scheduler final : public engine {
@@ -81,6 +94,11 @@ class scheduler final : public engine {
     int32_t eos_token_id() const override { return eos_; }
     void inject_stall(int64_t ms) override { stall_ms_.store(ms); }
     void flush_prefix_cache(flush_callback done) override;
+    verify_report verification() const override { return verifier_.report(); }
+    // Asks the scheduler thread to stop after the step in progress; every unfinished request then
+    // ends with an error (unavailable). The destructor does this and joins; calling it from a
+    // before_step hook stops at exactly that step boundary (tests).
+    void begin_shutdown();
 
     const std::shared_ptr<heartbeat>& loop_heartbeat() const { return heartbeat_; }
 
@@ -107,12 +125,18 @@ class scheduler final : public engine {
     void poll_remote();
     void release_sequence(request& r, release_cause cause);
     bool has_local_work() const;
-    void end_request(request& r, request_state to, finish_reason why, status err,
-                     std::string reason);
+    double now() const { return opt_.clock ? opt_.clock() : monotonic_seconds(); }
+    // The one way a request ends. A request that already ended is left as it is: the second end
+    // event (an abort racing a timeout, a failure after a finish) is counted and dropped, so
+    // each request ends exactly once with its first reason (design invariant 12).
+    bool end_request(request& r, request_state to, finish_reason why, status err,
+                     std::string reason, std::optional<release_cause> cause = std::nullopt);
     void sweep_ended();
     void shutdown();
     void publish_stats();
     void check_idle_integrity() const;
+    bool idle_for_verification() const;
+    void hand_to_verifier(request& r, bool completed);
 
     // scheduler_step.cpp: plan, preemption, sampling, emission.
     void reserve_capacity();
@@ -161,7 +185,7 @@ class scheduler final : public engine {
     struct counters {
         std::atomic<int64_t> queued{0}, running{0}, pages_total{0}, pages_free{0}, preemptions{0},
             finished{0}, aborted{0}, failed{0}, rejected{0}, prompt_tokens{0}, generated_tokens{0},
-            steps{0};
+            steps{0}, late_end_events{0};
     };
     counters c_;
     histogram ttft_{histogram::latency_seconds_bounds()};
@@ -169,6 +193,8 @@ class scheduler final : public engine {
     histogram e2e_{histogram::latency_seconds_bounds()};
     histogram step_time_{histogram::latency_seconds_bounds()};
     histogram batch_size_{histogram::power_of_two_bounds(1024)};
+    // Uses executor_ and capacity_ (declared above, so built before and destroyed after it).
+    shadow_verifier verifier_;
 
     std::thread thread_;  // last: starts after every member above exists
 };

@@ -20,6 +20,10 @@ void scheduler::reserve_capacity() {
     for (size_t i = 0; i < running_.size(); ++i) {
         request& r = *running_[i];
         while (!capacity_->allocate(r.sequence, r.total_tokens())) {
+            if (verifier_.holds_sequence()) {  // live work first: the check restarts later
+                verifier_.release_sequence();
+                continue;
+            }
             TANDEM_CHECK_MSG(running_.size() > 1 || i > 0,
                              "a lone request does not fit in the cache");
             preempt_newest();
@@ -35,6 +39,7 @@ void scheduler::preempt_newest() {
     transition(r->state, request_state::queued,
                fmt::format("preempted: cache full; {} tokens to recompute", r->total_tokens()));
     r->computed = 0;
+    r->state_path = verify_path::plain;  // recomputed here from its tokens
     c_.preemptions.fetch_add(1);
     // At the front: it was admitted before everything still waiting. Several preemptions in
     // one step happen newest first, so the older ones end up ahead.
@@ -132,13 +137,14 @@ void scheduler::commit_prompt_logprobs(request& r, const plan_item& item, const 
 void scheduler::commit_token(request& r, std::span<const float> row) {
     sample_context ctx{r.prompt, r.output, r.seed, static_cast<uint64_t>(r.output.size())};
     sample_result s = sample_token(row, r.params, ctx, scratch_);
+    if (r.verify) r.served.push_back({logits_digest(row), true, s.token, r.state_path});
     commit_sampled(r, s.token, std::move(s.logprobs));
 }
 
 // A token sampled here or, in pd, by the prefill engine (the first one): recorded, timed, and
 // checked against every stop condition, identically in both topologies.
 void scheduler::commit_sampled(request& r, int32_t token, position_logprobs&& logprobs) {
-    const double now = monotonic_seconds();
+    const double now = this->now();
     if (r.first_token_s < 0) {
         r.first_token_s = now;
         ttft_.observe(now - r.submitted_s);
@@ -208,7 +214,7 @@ void scheduler::emit() {
     }
     std::vector<std::unique_ptr<request>> ended;
     ended.swap(ended_);
-    const double now = monotonic_seconds();
+    const double now = this->now();
     for (auto& r : ended) {
         token_event ev = make_event(*r);
         ev.finished = true;

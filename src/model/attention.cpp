@@ -318,7 +318,7 @@ private:
         const int64_t g = c_.o_groups, ro = c_.o_lora_rank, gw = H_ * D_ / g;
         std::vector<float> z(static_cast<size_t>(T_ * g * ro));
         for (int64_t gi = 0; gi < g; ++gi)
-            cpu::linear(*m_.pool, o_.data() + gi * gw, T_, H_ * D_, aw_.wo_a.ptr() + gi * ro * gw, gw, ro,
+            cpu::linear(*m_.pool, o_.data() + gi * gw, T_, H_ * D_, aw_.wo_a.mat.slice_rows(gi * ro, ro),
                         z.data() + gi * ro, g * ro);
         m_.linear(z, T_, aw_.wo_b, out);
     }

@@ -196,6 +196,43 @@ void emit_slot(const model_config& c, const weight_slot& s, const make_model_opt
     }
 }
 
+// The tensors emit_slot writes for a slot (names, dtypes, shapes), known before any value is made.
+std::vector<tensor_header> slot_headers(const weight_slot& s, const make_model_options& opt) {
+    if (s.kind == weight_kind::index) return {{s.name, dtype::i64, s.shape}};
+    bool quant = opt.quantize && s.shape.size() == 2 && s.kind != weight_kind::vector && !stays_unquantized(s.name);
+    if (!quant) return {{s.name, opt.bf16 ? dtype::bf16 : dtype::f32, s.shape}};
+    std::string base = s.name.substr(0, s.name.size() - std::string(".weight").size());
+    if (s.kind == weight_kind::expert)
+        return {{s.name, dtype::i8, {s.shape[0], s.shape[1] / 2}},
+                {base + ".scale", dtype::f8_e8m0, {s.shape[0], (s.shape[1] + 31) / 32}}};
+    const int64_t b = 128;
+    return {{s.name, dtype::f8_e4m3, s.shape},
+            {base + ".scale", dtype::f8_e8m0, {(s.shape[0] + b - 1) / b, (s.shape[1] + b - 1) / b}}};
+}
+
+// Upstream naming, one slot at a time: a checkpoint bigger than memory (flash-slice) never has
+// more than one tensor's values in memory.
+status write_streaming(const model_config& cfg, const std::vector<weight_slot>& slots, const make_model_options& opt,
+                       const std::string& path) {
+    std::vector<tensor_header> headers;
+    for (const auto& s : slots)
+        for (auto& h : slot_headers(s, opt)) headers.push_back(std::move(h));
+    auto w = safetensors_writer::create(path, headers, {{"format", "pt"}});
+    if (!w) return w.error();
+    size_t at = 0;
+    for (const auto& s : slots) {
+        std::vector<owned_tensor> made;
+        emit_slot(cfg, s, opt, made);
+        for (const auto& t : made) {
+            if (at >= headers.size() || headers[at].name != t.name)
+                return make_error(error_code::internal, fmt::format("make-model: '{}' written out of order", t.name));
+            ++at;
+            TANDEM_RETURN_IF_ERROR((*w)->append(t.bytes));
+        }
+    }
+    return (*w)->finish();
+}
+
 // transformers naming: rename, drop MTP, fuse routed experts into [E, 2I, d] / [E, d, I].
 std::vector<owned_tensor> to_transformers_naming(const model_config& c, const std::vector<weight_slot>& slots,
                                                  std::vector<owned_tensor> up) {
@@ -242,9 +279,22 @@ status write_text(const std::filesystem::path& p, const std::string& text) {
 
 }  // namespace
 
-std::vector<std::string> preset_names() { return {"tiny", "small", "flash-shape"}; }
+std::vector<std::string> preset_names() {
+    return {"tiny", "tiny-bf16", "tiny-fp8", "small", "flash-shape", "flash-slice"};
+}
 
 result<model_config> preset_config(const std::string& preset) {
+    // tiny's shapes stored the other ways the kernels read weights: BF16 everywhere, or like the
+    // real checkpoint (FP8 e4m3 block-128 linears + E8M0 scales, FP4 experts, BF16 rest).
+    if (preset == "tiny-bf16" || preset == "tiny-fp8") {
+        auto c = preset_config("tiny");
+        c->torch_dtype = "bfloat16";
+        if (preset == "tiny-fp8") {
+            c->expert_dtype = "fp4";
+            c->quantization = quantization_config{true, "fp8", "e4m3", "ue8m0", "dynamic", 128, 128};
+        }
+        return c;
+    }
     model_config c;
     c.torch_dtype = "float32";
     c.vocab_size = 129280;
@@ -294,15 +344,30 @@ result<model_config> preset_config(const std::string& preset) {
         attn = {attention_type::sliding, attention_type::sliding, attention_type::csa, attention_type::hca,
                 attention_type::csa, attention_type::hca};
         hash_layers = 3;
+    } else if (preset == "flash-slice") {
+        // DeepSeek-V4-Flash's true widths, stored like its checkpoint, with only the layers it
+        // takes to hold one CSA and one HCA layer (the first a hash-routed MoE, the second
+        // score-routed) and no MTP block: what a CPU or GPU parity run needs of Flash (~9.3 GB).
+        c.torch_dtype = "bfloat16";
+        c.expert_dtype = "fp4";
+        c.quantization = quantization_config{true, "fp8", "e4m3", "ue8m0", "dynamic", 128, 128};
+        c.hidden_size = 4096, c.num_attention_heads = 64, c.head_dim = 512, c.rope_head_dim = 64;
+        c.q_lora_rank = 1024, c.o_groups = 8, c.o_lora_rank = 1024, c.sliding_window = 128;
+        c.compress_rate_csa = 4, c.compress_rate_hca = 128;
+        c.index_n_heads = 64, c.index_head_dim = 128, c.index_topk = 512;
+        c.n_routed_experts = 256, c.num_experts_per_tok = 6, c.moe_intermediate_size = 2048;
+        attn = {attention_type::csa, attention_type::hca};
+        hash_layers = 1;
     } else {
         return make_error(error_code::invalid_argument,
-                          fmt::format("unknown preset '{}' (valid: tiny, small, flash-shape)", preset));
+                          fmt::format("unknown preset '{}' (valid: tiny, tiny-bf16, tiny-fp8, small, flash-shape, "
+                                      "flash-slice)", preset));
     }
     c.nope_head_dim = c.head_dim - c.rope_head_dim;
     double prf = static_cast<double>(c.rope_head_dim) / static_cast<double>(c.head_dim);
     c.rope_main.partial_rotary_factor = c.rope_compress.partial_rotary_factor = prf;
     c.num_hidden_layers = static_cast<int64_t>(attn.size());
-    c.num_nextn_predict_layers = 1;
+    c.num_nextn_predict_layers = preset == "flash-slice" ? 0 : 1;
     c.num_hash_layers = hash_layers;
     c.layers.clear();
     for (size_t i = 0; i < attn.size(); ++i) {
@@ -313,9 +378,11 @@ result<model_config> preset_config(const std::string& preset) {
         l.mlp = static_cast<int64_t>(i) < hash_layers ? mlp_type::hash_moe : mlp_type::moe;
         c.layers.push_back(l);
     }
-    layer_config mtp;
-    mtp.is_mtp = true;
-    c.layers.push_back(mtp);
+    if (c.num_nextn_predict_layers > 0) {
+        layer_config mtp;
+        mtp.is_mtp = true;
+        c.layers.push_back(mtp);
+    }
     return c;
 }
 
@@ -335,15 +402,18 @@ status write_random_checkpoint(const model_config& cfg, const std::string& dir, 
     }
     model_weights scratch;
     std::vector<weight_slot> slots = detail::enumerate_weights(cfg, scratch);
-    std::vector<owned_tensor> tensors;
-    for (const auto& s : slots) emit_slot(cfg, s, opt, tensors);
+    const std::string st_path = (fs::path(dir) / "model.safetensors").string();
     if (opt.naming == tensor_naming::transformers) {
         if (opt.quantize) return make_error(error_code::invalid_argument, "transformers naming is float-only");
+        std::vector<owned_tensor> tensors;
+        for (const auto& s : slots) emit_slot(cfg, s, opt, tensors);
         tensors = to_transformers_naming(cfg, slots, std::move(tensors));
+        std::vector<tensor_to_write> views;
+        for (const auto& t : tensors) views.push_back({t.name, t.type, t.shape, t.bytes});
+        TANDEM_RETURN_IF_ERROR(write_safetensors(st_path, views, {{"format", "pt"}}));
+    } else {
+        TANDEM_RETURN_IF_ERROR(write_streaming(cfg, slots, opt, st_path));
     }
-    std::vector<tensor_to_write> views;
-    for (const auto& t : tensors) views.push_back({t.name, t.type, t.shape, t.bytes});
-    TANDEM_RETURN_IF_ERROR(write_safetensors((fs::path(dir) / "model.safetensors").string(), views, {{"format", "pt"}}));
     TANDEM_RETURN_IF_ERROR(write_text(fs::path(dir) / "config.json", to_hf_config_json(cfg)));
     std::string gen = fmt::format(
         "{{\n  \"bos_token_id\": {},\n  \"eos_token_id\": {},\n  \"do_sample\": true,\n"

@@ -13,7 +13,8 @@
 
 namespace tandem::model {
 
-// "tiny" | "small" | "flash-shape"; error names the valid presets.
+// "tiny" | "tiny-bf16" | "tiny-fp8" | "small" | "flash-shape" | "flash-slice"; error names the
+// valid presets.
 result<model_config> preset_config(const std::string& preset);
 std::vector<std::string> preset_names();
 

@@ -3,7 +3,8 @@
 // generation_config.json, tokenizer files copied from tokenizer_dir).
 //
 // Presets (model/make_model.h lists their shapes): tiny (every layer type and both MoE kinds at
-// sizes where short prompts exercise window, CSA/HCA compression and top-k selection; fp32),
+// sizes where short prompts exercise window, CSA/HCA compression and top-k selection; fp32;
+// tiny-bf16 and tiny-fp8 store the same shapes as BF16, or as FP8 + FP4 like the real checkpoint),
 // small (a benchmarking size of a few hundred MB; bf16), flash-shape (Flash's ratios and head
 // geometry at a small width; FP8 block weights and FP4 experts like the real checkpoint).
 #pragma once

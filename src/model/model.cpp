@@ -17,15 +17,15 @@ namespace tandem::model {
 // ---- model_impl: shared helpers -------------------------------------------------------------
 
 void model_impl::linear(const std::vector<float>& x, int64_t rows, const tensor& wt, std::vector<float>& y) const {
-    const int64_t out = wt.shape[0], in = wt.shape[1];
+    const int64_t out = wt.mat.rows, in = wt.mat.cols;
     y.resize(static_cast<size_t>(rows * out));
     if (opt.numerics == numerics_mode::official && wt.act_quant) {
         std::vector<float> xq(x.begin(), x.begin() + rows * in);
         for (int64_t r = 0; r < rows; ++r) act_quant_fp8(&xq[r * in], in);
-        cpu::linear(*pool, xq.data(), rows, in, wt.ptr(), in, out, y.data(), out);
+        cpu::linear(*pool, xq.data(), rows, in, wt.mat, y.data(), out);
         return;
     }
-    cpu::linear(*pool, x.data(), rows, in, wt.ptr(), in, out, y.data(), out);
+    cpu::linear(*pool, x.data(), rows, in, wt.mat, y.data(), out);
 }
 
 void model_impl::run_layer(int64_t layer, const batch& b, std::vector<float>& h) {
@@ -88,6 +88,8 @@ model::~model() = default;
 
 const model_config& model::config() const { return impl_->cfg; }
 
+const weight_memory& model::memory() const { return impl_->w.memory; }
+
 result<std::unique_ptr<model>> model::load(const std::string& dir, const model_options& opt) {
     namespace fs = std::filesystem;
     auto cfg = load_model_config((fs::path(dir) / "config.json").string());
@@ -107,9 +109,10 @@ result<std::unique_ptr<model>> model::load(const std::string& dir, const model_o
     };
     auto weights = load_weights(*cfg, *ck, progress);
     if (!weights) return weights.error().with_context(dir);
-    TANDEM_LOG_INFO("loaded {} ({} tensors, {:.1f} MiB) in {:.2f} s", dir, ck->tensors().size(),
+    TANDEM_LOG_INFO("loaded {} ({} tensors, {:.1f} MiB) in {:.2f} s; {} kernels", dir, ck->tensors().size(),
                     double(ck->total_bytes()) / (1 << 20),
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), cpu::kernel_isa());
+    TANDEM_LOG_INFO("weights: {}", weights->memory.describe());
     auto impl = std::make_unique<model_impl>();
     impl->cfg = std::move(cfg.value());
     impl->w = std::move(weights.value());
@@ -169,8 +172,10 @@ result<forward_output> model::forward(cache::page_pool& pool, std::span<const fo
     }
     const int64_t n = c.hc_mult, d = c.hidden_size;
     std::vector<float> h(static_cast<size_t>(b.rows * n * d));
-    for (int64_t r = 0; r < b.rows; ++r)
-        for (int64_t j = 0; j < n; ++j) std::copy_n(&m.w.embed.data[b.token[r] * d], d, &h[(r * n + j) * d]);
+    for (int64_t r = 0; r < b.rows; ++r) {
+        m.w.embed.mat.decode_row(b.token[r], &h[r * n * d]);
+        for (int64_t j = 1; j < n; ++j) std::copy_n(&h[r * n * d], d, &h[(r * n + j) * d]);
+    }
     for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) m.run_layer(layer, b, h);
     std::vector<int64_t> head_rows;
     for (size_t i = 0; i < items.size(); ++i) {

@@ -60,6 +60,7 @@ struct forward_output {
 };
 
 class model_impl;
+struct weight_memory;
 
 class model {
 public:
@@ -68,6 +69,8 @@ public:
     ~model();
 
     const model_config& config() const;
+    // Where the weights live (in place in the mapped checkpoint vs converted copies).
+    const weight_memory& memory() const;
 
     // Runs one batch (see the caller contract above). Errors: a token id outside the vocabulary,
     // an empty item, a stale slot, missing page capacity, a pool laid out for another model.

@@ -304,8 +304,8 @@ std::string json_escape(const std::string& s) {
 
 }  // namespace
 
-status write_safetensors(const std::string& path, const std::vector<tensor_to_write>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+result<std::unique_ptr<safetensors_writer>> safetensors_writer::create(
+    const std::string& path, const std::vector<tensor_header>& tensors, const std::map<std::string, std::string>& metadata) {
     std::string header = "{";
     if (!metadata.empty()) {
         header += "\"__metadata__\":{";
@@ -320,10 +320,6 @@ status write_safetensors(const std::string& path, const std::vector<tensor_to_wr
     for (size_t i = 0; i < tensors.size(); ++i) {
         const auto& t = tensors[i];
         int64_t need = checked_numel(t.shape) * dtype_size(t.type);
-        if (need != static_cast<int64_t>(t.bytes.size()))
-            return make_error(error_code::internal,
-                              fmt::format("write_safetensors: '{}' has {} bytes, shape needs {}", t.name,
-                                          t.bytes.size(), need));
         header += fmt::format("{}\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
                               (i == 0 && metadata.empty()) ? "" : ",", json_escape(t.name),
                               dtype_name(t.type), join_dims(t.shape, ","), offset, offset + need);
@@ -331,20 +327,64 @@ status write_safetensors(const std::string& path, const std::vector<tensor_to_wr
     }
     header += "}";
     while (header.size() % 8 != 0) header += ' ';  // data starts 8-byte aligned
-    std::string tmp = path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return make_error(error_code::io_error, fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
+    std::unique_ptr<safetensors_writer> w(new safetensors_writer());
+    w->path_ = path;
+    w->tmp_ = path + ".tmp";
+    w->tensors_ = tensors;
+    w->file_ = std::fopen(w->tmp_.c_str(), "wb");
+    if (!w->file_)
+        return make_error(error_code::io_error, fmt::format("{}: cannot create: {}", w->tmp_, std::strerror(errno)));
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
-    bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
-    for (const auto& t : tensors)
-        ok = ok && (t.bytes.empty() || std::fwrite(t.bytes.data(), 1, t.bytes.size(), f) == t.bytes.size());
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok) return make_error(error_code::io_error, fmt::format("{}: write failed", tmp));
+    if (std::fwrite(len, 1, 8, w->file_) != 8 || std::fwrite(header.data(), 1, header.size(), w->file_) != header.size())
+        return make_error(error_code::io_error, fmt::format("{}: write failed", w->tmp_));
+    return w;
+}
+
+safetensors_writer::~safetensors_writer() {
+    if (!file_) return;
+    std::fclose(file_);
     std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) return make_error(error_code::io_error, fmt::format("{}: rename failed: {}", path, ec.message()));
+    std::filesystem::remove(tmp_, ec);  // unfinished: never leave a partial file behind
+}
+
+status safetensors_writer::append(std::span<const uint8_t> bytes) {
+    if (!file_ || next_ >= tensors_.size())
+        return make_error(error_code::internal, fmt::format("{}: more tensors appended than declared", tmp_));
+    const tensor_header& t = tensors_[next_++];
+    const int64_t need = checked_numel(t.shape) * dtype_size(t.type);
+    if (need != static_cast<int64_t>(bytes.size()))
+        return make_error(error_code::internal, fmt::format("write_safetensors: '{}' has {} bytes, shape needs {}",
+                                                            t.name, bytes.size(), need));
+    if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size())
+        return make_error(error_code::io_error, fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
     return status::ok();
+}
+
+status safetensors_writer::finish() {
+    if (!file_) return make_error(error_code::internal, fmt::format("{}: already finished", path_));
+    if (next_ != tensors_.size())
+        return make_error(error_code::internal, fmt::format("{}: {} of {} tensors appended", tmp_, next_, tensors_.size()));
+    const bool ok = std::fclose(file_) == 0;
+    file_ = nullptr;
+    std::error_code ec;
+    if (!ok) {
+        std::filesystem::remove(tmp_, ec);
+        return make_error(error_code::io_error, fmt::format("{}: write failed", tmp_));
+    }
+    std::filesystem::rename(tmp_, path_, ec);
+    if (ec) return make_error(error_code::io_error, fmt::format("{}: rename failed: {}", path_, ec.message()));
+    return status::ok();
+}
+
+status write_safetensors(const std::string& path, const std::vector<tensor_to_write>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+    std::vector<tensor_header> headers;
+    for (const auto& t : tensors) headers.push_back({t.name, t.type, t.shape});
+    auto w = safetensors_writer::create(path, headers, metadata);
+    if (!w) return w.error();
+    for (const auto& t : tensors) TANDEM_RETURN_IF_ERROR((*w)->append(t.bytes));
+    return (*w)->finish();
 }
 
 }  // namespace tandem::model

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <span>
@@ -86,5 +87,36 @@ struct tensor_to_write {
 
 status write_safetensors(const std::string& path, const std::vector<tensor_to_write>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
+
+// Streaming writer for checkpoints larger than memory: the header is written from names, dtypes
+// and shapes up front, then each tensor's bytes are appended in header order. The file appears
+// under `path` only when finish() succeeds (written to path + ".tmp" until then).
+struct tensor_header {
+    std::string name;
+    dtype type = dtype::f32;
+    std::vector<int64_t> shape;
+};
+
+class safetensors_writer {
+public:
+    static result<std::unique_ptr<safetensors_writer>> create(const std::string& path,
+                                                              const std::vector<tensor_header>& tensors,
+                                                              const std::map<std::string, std::string>& metadata = {});
+    ~safetensors_writer();
+    safetensors_writer(const safetensors_writer&) = delete;
+    safetensors_writer& operator=(const safetensors_writer&) = delete;
+
+    // The next tensor's data; its size must match that tensor's shape × dtype size.
+    status append(std::span<const uint8_t> bytes);
+    // Every tensor appended: close and move into place.
+    status finish();
+
+private:
+    safetensors_writer() = default;
+    std::string path_, tmp_;
+    std::FILE* file_ = nullptr;
+    std::vector<tensor_header> tensors_;
+    size_t next_ = 0;
+};
 
 }  // namespace tandem::model

@@ -222,7 +222,36 @@ private:
     std::map<std::string, const tensor_view*> by_canonical_;
 };
 
-void convert_slot(const weight_slot& s, const source& src, int64_t block) {
+cpu::weight_form form_of(dtype t) {
+    switch (t) {
+        case dtype::bf16: return cpu::weight_form::bf16;
+        case dtype::f16: return cpu::weight_form::f16;
+        case dtype::f8_e4m3: return cpu::weight_form::fp8_e4m3;
+        case dtype::i8: return cpu::weight_form::fp4_e2m1;
+        default: return cpu::weight_form::f32;
+    }
+}
+
+// The kernels fold 2^120 into an FP8 block scale (cpu/weight_matrix.h), so a scale must stay
+// below 2^8; real checkpoints' scales are amax/448 of weights far below 1. NaN scales are refused.
+std::string check_scales(const tensor_view& sc, bool fp8) {
+    const int64_t n = sc.numel();
+    for (int64_t i = 0; i < n; ++i) {
+        float v;
+        if (sc.type == dtype::f8_e8m0) {
+            if (sc.data[i] == 255) return fmt::format("'{}': scale {} is the E8M0 NaN code 0xff", sc.name, i);
+            v = e8m0_to_float(sc.data[i]);
+        } else {
+            std::memcpy(&v, sc.data + 4 * i, 4);
+        }
+        if (!std::isfinite(v) || (fp8 && std::fabs(v) >= 256.0f))
+            return fmt::format("'{}': scale {} = {} (want finite{})", sc.name, i, v, fp8 ? ", |scale| < 256" : "");
+    }
+    return {};
+}
+
+// Fills a slot. Matrices become views of the mapped bytes; vectors and index tables are copied.
+std::string convert_slot(const weight_slot& s, const source& src, int64_t block, weight_memory& mem) {
     const tensor_view& t = *src.data;
     if (s.kind == weight_kind::index) {
         s.index_target->resize(static_cast<size_t>(t.numel()));
@@ -232,40 +261,58 @@ void convert_slot(const weight_slot& s, const source& src, int64_t block) {
             else { int32_t v32; std::memcpy(&v32, t.data + 4 * i, 4); v = v32; }
             (*s.index_target)[static_cast<size_t>(i)] = static_cast<int32_t>(v);
         }
-        return;
+        mem.converted_bytes += t.numel() * 4;
+        return {};
     }
     tensor& out = *s.target;
     out.shape = s.shape;
     int64_t n = 1;
     for (int64_t dim : s.shape) n *= dim;
-    out.data.resize(static_cast<size_t>(n));
-    int64_t cols = s.shape.size() == 2 ? s.shape[1] : n;
-    out.act_quant = (src.fp4 || t.type == dtype::f8_e4m3) && s.name.find("wo_a") == std::string::npos;
-    if (src.fp4) {
-        int64_t sc_cols = src.scale->shape[1];
-        for (int64_t i = 0; i < n; ++i) {
-            int64_t r = i / cols, col = i % cols;
-            uint8_t byte = t.data[(r * cols + col) / 2];
-            uint8_t nib = (col % 2 == 0) ? (byte & 0xf) : (byte >> 4);
-            float sc = load_float(src.scale->data + dtype_size(src.scale->type) * (r * sc_cols + col / 32), src.scale->type);
-            out.data[static_cast<size_t>(i)] = e2m1_to_float(nib) * sc;
-        }
-    } else if (t.type == dtype::f8_e4m3) {
-        int64_t sc_cols = src.scale->shape[1];
-        for (int64_t i = 0; i < n; ++i) {
-            int64_t r = i / cols, col = i % cols;
-            float sc = load_float(src.scale->data + dtype_size(src.scale->type) * ((r / block) * sc_cols + col / block),
-                                  src.scale->type);
-            out.data[static_cast<size_t>(i)] = e4m3_to_float(t.data[i]) * sc;
-        }
-    } else {
-        int64_t es = dtype_size(t.type);
-        const uint8_t* base = t.data + src.fused_offset * es;
-        for (int64_t i = 0; i < n; ++i) out.data[static_cast<size_t>(i)] = load_float(base + i * es, t.type);
+    if (s.kind == weight_kind::vector) {
+        out.data.resize(static_cast<size_t>(n));
+        const int64_t es = dtype_size(t.type);
+        for (int64_t i = 0; i < n; ++i) out.data[static_cast<size_t>(i)] = load_float(t.data + i * es, t.type);
+        mem.converted_bytes += n * 4;
+        return {};
     }
+    out.act_quant = (src.fp4 || t.type == dtype::f8_e4m3) && s.name.find("wo_a") == std::string::npos;
+    cpu::weight_matrix& m = out.mat;
+    m.form = form_of(t.type);
+    m.rows = s.shape[0];
+    m.cols = s.shape[1];
+    m.data = t.data + src.fused_offset * dtype_size(t.type);
+    if (src.scale) {
+        if (std::string bad = check_scales(*src.scale, !src.fp4); !bad.empty()) return bad;
+        m.scale = src.scale->type == dtype::f8_e8m0 ? cpu::scale_form::e8m0 : cpu::scale_form::f32;
+        m.scales = src.scale->data;
+        m.scale_cols = src.scale->shape[1];
+        m.block_rows = src.fp4 ? 1 : block;
+        m.block_cols = src.fp4 ? 32 : block;
+        mem.scale_bytes += src.scale->nbytes;
+    }
+    mem.in_place_bytes[static_cast<int>(m.form)] += m.value_bytes();
+    return {};
 }
 
 }  // namespace
+
+int64_t weight_memory::in_place_total() const {
+    int64_t sum = scale_bytes;
+    for (int64_t b : in_place_bytes) sum += b;
+    return sum;
+}
+
+std::string weight_memory::describe() const {
+    auto mib = [](int64_t b) { return double(b) / (1 << 20); };
+    std::string forms;
+    for (int f = 0; f < 5; ++f)
+        if (in_place_bytes[f] > 0)
+            forms += fmt::format("{}{} {:.1f}", forms.empty() ? "" : ", ",
+                                 cpu::weight_form_name(static_cast<cpu::weight_form>(f)), mib(in_place_bytes[f]));
+    return fmt::format("{:.1f} MiB used in place from the mapped checkpoint ({}; scales {:.1f}), {:.1f} MiB "
+                       "converted (fp32 vectors, routing tables); checkpoint {:.1f} MiB",
+                       mib(in_place_total()), forms, mib(scale_bytes), mib(converted_bytes), mib(checkpoint_bytes));
+}
 
 std::vector<weight_entry> expected_weights(const model_config& cfg) {
     model_weights scratch;
@@ -294,13 +341,25 @@ result<model_weights> load_weights(const model_config& cfg, const checkpoint& ck
     }
     if (!have_mtp) w.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
     const int64_t block = cfg.quantization.present && cfg.quantization.block_rows > 0 ? cfg.quantization.block_rows : 128;
+    if (block % 8 != 0)
+        return make_error(error_code::invalid_argument,
+                          fmt::format("quantization_config: FP8 weight block {} is not a multiple of 8", block));
+    w.storage = std::make_shared<const checkpoint>(ck);
+    w.memory.checkpoint_bytes = ck.total_bytes();
+    std::vector<std::string> bad_scales;
     int64_t total = 0, done = 0;
     for (const auto& s : sources) total += s.data ? s.data->nbytes : 0;
     for (size_t i = 0; i < slots.size(); ++i) {
         if (!sources[i].data) continue;
-        convert_slot(slots[i], sources[i], block);
+        if (std::string bad = convert_slot(slots[i], sources[i], block, w.memory); !bad.empty())
+            bad_scales.push_back(std::move(bad));
         done += sources[i].data->nbytes;
         if (progress) progress(done, total);
+    }
+    if (!bad_scales.empty()) {
+        std::string msg = fmt::format("{} problem(s) with the checkpoint's quantization scales:", bad_scales.size());
+        for (const auto& b : bad_scales) msg += "\n  - " + b;
+        return make_error(error_code::invalid_argument, msg);
     }
     for (size_t li = 0; li < w.layers.size(); ++li) {
         const auto& tid = w.layers[li].moe.tid2eid;

@@ -1,23 +1,28 @@
-// model/weights.h — DeepSeek-V4 weights in compute form (fp32), loaded and validated from a
-// checkpoint.
+// model/weights.h — DeepSeek-V4 weights, loaded and validated from a checkpoint and computed on in
+// the form the checkpoint stores them.
 //
 // Owns: the list of tensors a model_config requires (names, shapes, accepted dtypes), resolving
 // them in either naming scheme (upstream `layers.0.attn.wq_a.weight`, optionally `model.`-
 // prefixed, or transformers-internal `model.layers.0.self_attn.q_a_proj.weight` with fused
-// experts; dsv4-model.md §4.3), dequantizing (BF16/F16/F8_E4M3 + E8M0/F32 block scales, packed
-// FP4 + E8M0 per-32 scales) and validating: every missing, unexpected, mis-shaped or wrongly
+// experts; dsv4-model.md §4.3) and validating: every missing, unexpected, mis-shaped or wrongly
 // typed tensor is listed in ONE error before anything is computed.
 //
-// The fp32 copy is what numerics "hf" computes with (it is what transformers does after loading).
-// Layer ids follow model_config: [0, num_hidden_layers) main blocks, then MTP blocks.
+// Matrices (linears, experts, embedding, head) stay where they are: views into the memory-mapped
+// checkpoint in their stored form (F32, BF16, F16, F8_E4M3 + E8M0/F32 block scales, packed FP4 +
+// E8M0 per-32 scales), decoded in registers by the kernels (cpu/weight_matrix.h). Decoding is
+// exact, so numerics "hf" computes with exactly the fp32 values transformers dequantizes to.
+// Only the small vectors (norms, mHC, biases, ape, sinks) and tid2eid are converted, to fp32 /
+// int32 copies. Layer ids follow model_config: [0, num_hidden_layers) main blocks, then MTP.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "cpu/weight_matrix.h"
 #include "model/model_config.h"
 
 namespace tandem::model {
@@ -26,12 +31,13 @@ class checkpoint;
 
 struct tensor {
     std::vector<int64_t> shape;
-    std::vector<float> data;
+    std::vector<float> data;  // vectors (norms, mHC, ape, sinks, biases): fp32 copies
+    cpu::weight_matrix mat;   // matrices: the checkpoint's own bytes, in place
     // The checkpoint stored it FP8/FP4: numerics "official" quantizes the activations entering
     // it to FP8 (except wo_a, which the official runtime dequantizes to bf16).
     bool act_quant = false;
     const float* ptr() const { return data.data(); }
-    bool empty() const { return data.empty(); }
+    bool empty() const { return data.empty() && mat.data == nullptr; }
 };
 
 struct hc_weights {  // one mHC site: fn [(2+n)·n, n·d], base, scale [3]  (head: [n, n·d], [n], [1])
@@ -77,10 +83,22 @@ struct layer_weights {
     mtp_weights mtp;  // only for MTP layers
 };
 
+// Where the weight bytes live, for the startup log and the memory budget.
+struct weight_memory {
+    int64_t checkpoint_bytes = 0;  // every tensor of the checkpoint files
+    int64_t in_place_bytes[5] = {};  // matrices used from the mapping, by cpu::weight_form
+    int64_t scale_bytes = 0;       // their FP8/FP4 scales, also in place
+    int64_t converted_bytes = 0;   // fp32/int32 copies (vectors, tid2eid)
+    int64_t in_place_total() const;
+    std::string describe() const;
+};
+
 struct model_weights {
     tensor embed, head, norm;
     hc_weights hc_head;
     std::vector<layer_weights> layers;  // cfg.layers.size() entries (MTP included)
+    weight_memory memory;
+    std::shared_ptr<const checkpoint> storage;  // keeps the mapping the matrices point into
 };
 
 // Progress callback: (bytes converted so far, total bytes).

@@ -26,7 +26,8 @@ abort_cause wire_cause(engine::release_cause c) {
     switch (c) {
         case engine::release_cause::deadline: return abort_cause::deadline;
         case engine::release_cause::shutdown: return abort_cause::shutdown;
-        case engine::release_cause::error: return abort_cause::error;
+        case engine::release_cause::error:
+        case engine::release_cause::peer_lost: return abort_cause::error;
         case engine::release_cause::client:
         case engine::release_cause::preempted: break;
     }
@@ -223,14 +224,18 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
             c_.bytes.fetch_add(static_cast<int64_t>(w->data.size()));
             t->progress_ms = monotonic_ms();
             const receive_stats before = t->tracker->stats();
-            on_write_result(w->request_id, *t, before, t->tracker->apply(pool, *w), out);
+            const status st = t->tracker->apply(pool, *w);
+            if (st.is_ok() && opt_.corrupt_landed) corrupt_landed(pool, *opt_.corrupt_landed, *w);
+            on_write_result(w->request_id, *t, before, st, out);
         }
     } else if (auto* s = std::get_if<state_write_msg>(&in.msg)) {
         if (transfer* t = find(s->request_id, in.peer); t && !t->reported) {
             c_.bytes.fetch_add(static_cast<int64_t>(s->data.size()));
             t->progress_ms = monotonic_ms();
             const receive_stats before = t->tracker->stats();
-            on_write_result(s->request_id, *t, before, t->tracker->apply(pool, *s), out);
+            const status st = t->tracker->apply(pool, *s);
+            if (st.is_ok() && opt_.corrupt_landed) corrupt_landed(pool, *opt_.corrupt_landed, *s);
+            on_write_result(s->request_id, *t, before, st, out);
         }
     } else if (auto* d = std::get_if<prefill_done_msg>(&in.msg)) {
         on_done(in.peer, *d, out);
@@ -297,7 +302,7 @@ void decode_link::on_done(transport::peer_id peer, prefill_done_msg& done,
 }
 
 void decode_link::fail(uint64_t id, transfer& t, status why, bool writer_gone,
-                       std::vector<engine::remote_prefill_result>& out) {
+                       std::vector<engine::remote_prefill_result>& out, engine::release_cause cause) {
     t.writer_gone = t.writer_gone || writer_gone;
     if (t.reported) return;
     t.reported = true;
@@ -306,6 +311,7 @@ void decode_link::fail(uint64_t id, transfer& t, status why, bool writer_gone,
     engine::remote_prefill_result r;
     r.id = t.request;
     r.error = std::move(why);
+    r.cause = cause;
     out.push_back(std::move(r));
 }
 
@@ -314,7 +320,7 @@ void decode_link::on_peer_lost(transport::peer_id peer, const status& why,
     for (auto& [id, t] : transfers_) {
         if (t.peer != peer) continue;
         fail(id, t, make_error(error_code::unavailable, "prefill peer lost: " + why.message()),
-             true, out);
+             true, out, engine::release_cause::peer_lost);
     }
     // Its link is closed: no write of an aborted request can arrive any more.
     cache::page_pool& pool = seqs_->pool();
@@ -338,7 +344,7 @@ void decode_link::expire(std::vector<engine::remote_prefill_result>& out) {
                                     "transport.transfer_timeout_ms = {} ({} of {} layers landed)",
                                     opt_.transfer_timeout_ms, t.tracker->layers_ready(),
                                     seqs_->pool().layout().layers().size())),
-             false, out);
+             false, out, engine::release_cause::deadline);
     }
     if (aborts_.size() > 0) {
         const size_t before = aborts_.size();
@@ -370,6 +376,7 @@ pd_decode_metrics decode_link::metrics() const {
     m.aborts_shutdown = c_.by_cause[static_cast<int>(engine::release_cause::shutdown)].load();
     m.aborts_error = c_.by_cause[static_cast<int>(engine::release_cause::error)].load();
     m.aborts_preempted = c_.by_cause[static_cast<int>(engine::release_cause::preempted)].load();
+    m.aborts_peer_lost = c_.by_cause[static_cast<int>(engine::release_cause::peer_lost)].load();
     m.abort_acks = c_.acks.load();
     m.unknown_acks = c_.unknown_acks.load();
     m.unknown_aborts = c_.unknown_aborts.load();

@@ -24,6 +24,7 @@
 #include "engine/pool_capacity.h"
 #include "engine/remote_prefill.h"
 #include "topo/pd_endpoint.h"
+#include "topo/pd_landed_fault.h"
 #include "topo/pd_transfer.h"
 
 namespace tandem::topo {
@@ -31,6 +32,8 @@ namespace tandem::topo {
 struct decode_link_options {
     int64_t transfer_timeout_ms = 120000;  // transport.transfer_timeout_ms: no progress this long
     int64_t abort_lease_ms = 10000;       // transport.abort_lease_ms
+    // verify.fault_corrupt_kind (tests and drills only): corrupt landed writes of this kind.
+    std::optional<landed_corruption> corrupt_landed;
 };
 
 // Counters for /metrics (a scrape may mix two polls).
@@ -42,7 +45,7 @@ struct pd_decode_metrics {
     int64_t unexpected_writes = 0;  // a write the plan does not contain, or from the wrong peer
     int64_t late_writes = 0;        // for a request no longer transferring (dropped)
     int64_t aborts_client = 0, aborts_deadline = 0, aborts_shutdown = 0, aborts_error = 0,
-            aborts_preempted = 0;
+            aborts_preempted = 0, aborts_peer_lost = 0;
     int64_t abort_acks = 0, unknown_acks = 0, leases_expired = 0;
     int64_t unknown_aborts = 0;  // ABORTs from a prefill peer for requests not transferring
     int64_t peers_ready = 0;
@@ -101,7 +104,8 @@ class decode_link final : public engine::remote_prefill {
     void on_done(transport::peer_id peer, prefill_done_msg& done,
                  std::vector<engine::remote_prefill_result>& out);
     void fail(uint64_t id, transfer& t, status why, bool writer_gone,
-              std::vector<engine::remote_prefill_result>& out);
+              std::vector<engine::remote_prefill_result>& out,
+              engine::release_cause cause = engine::release_cause::error);
     void on_peer_lost(transport::peer_id peer, const status& why,
                       std::vector<engine::remote_prefill_result>& out);
     void expire(std::vector<engine::remote_prefill_result>& out);
@@ -133,7 +137,7 @@ class decode_link final : public engine::remote_prefill {
         std::atomic<int64_t> ok{0}, failed{0}, aborted{0}, bytes{0}, checksum{0}, stale{0},
             unexpected{0}, late{0}, acks{0}, unknown_acks{0}, unknown_aborts{0}, leases{0}, in_flight{0},
             quarantined{0};
-        std::atomic<int64_t> by_cause[5] = {};
+        std::atomic<int64_t> by_cause[engine::k_release_causes] = {};
     };
     counters c_;
     histogram transfer_seconds_{histogram::latency_seconds_bounds()};

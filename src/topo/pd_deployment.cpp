@@ -42,7 +42,9 @@ result<prefill_side> build_prefill(const config& cfg, const model_identity& mode
     if (!parts) return parts.error().with_context("prefill engine");
     prefill_side p;
     p.seqs = parts->sequences;
-    engine::scheduler_options so = engine::scheduler_options_from(cfg, liveness.add("prefill scheduler"));
+    engine::scheduler_options so =
+        engine::scheduler_options_from(cfg, liveness.add("prefill scheduler"));
+    so.verify = {};  // the decode side checks whole requests (prompt state included)
     so.prefix = parts->prefix;
     p.sched = std::make_unique<engine::scheduler>(std::move(parts->executor),
                                                   std::move(parts->cap), std::move(so));
@@ -59,11 +61,16 @@ result<decode_side> build_decode(const config& cfg, const model_identity& model,
     if (!parts) return parts.error().with_context("decode engine");
     decode_side d;
     d.seqs = parts->sequences;
+    result<std::optional<landed_corruption>> corrupt =
+        parse_landed_corruption(cfg.verify.fault_corrupt_kind);
+    if (!corrupt) return corrupt.error();
     d.link = std::make_shared<decode_link>(
-        d.seqs, decode_link_options{cfg.transport.transfer_timeout_ms, cfg.transport.abort_lease_ms});
+        d.seqs, decode_link_options{cfg.transport.transfer_timeout_ms,
+                                    cfg.transport.abort_lease_ms, *corrupt});
     engine::scheduler_options so =
         engine::scheduler_options_from(cfg, liveness.add("decode scheduler"));
     so.remote = d.link;
+    so.verify.transferred_state_kinds = transferred_state_kinds(d.seqs->pool().layout());
     d.sched = std::make_unique<engine::scheduler>(std::move(parts->executor),
                                                   std::move(parts->cap), std::move(so));
     d.endpoint = std::make_unique<pd_endpoint>(pd_role::decode, d.seqs->pool().layout(), model);

@@ -75,7 +75,7 @@ void render_decode_metrics(std::string& out, const pd_decode_metrics& m, const p
     labelled(out, "tandem_pd_aborts_total", "Transfers aborted by the decode side, by cause",
              "cause", {{"client", m.aborts_client}, {"deadline", m.aborts_deadline},
                        {"shutdown", m.aborts_shutdown}, {"error", m.aborts_error},
-                       {"preempted", m.aborts_preempted}});
+                       {"preempted", m.aborts_preempted}, {"peer_lost", m.aborts_peer_lost}});
     single(out, "tandem_pd_abort_acks_total", "counter", "ABORT_ACKs that freed quarantined pages",
            m.abort_acks);
     single(out, "tandem_pd_unknown_abort_acks_total", "counter",

@@ -376,10 +376,12 @@ def wait_until(predicate, timeout, step=0.1):
 
 def assert_idle_without_leaks(t, timeout=15):
     """Once idle every decode page is free and nothing is quarantined (abort_lease_ms is small
-    in these tests, so `timeout` bounds the wait)."""
+    in these tests, so `timeout` bounds the wait). Idle includes shadow verification: a check
+    holds a sequence while it recomputes."""
     def clean():
         m = scrape(t)
         ok = (m("tandem_running_requests") == 0 and m("tandem_queue_depth") == 0
+              and m("tandem_verify_inflight") == 0
               and m("tandem_pages_free") == m("tandem_pages_total")
               and m("tandem_pd_quarantined_requests") == 0
               and m("tandem_pd_transfers_in_flight") == 0)

@@ -250,6 +250,15 @@ TEST_CASE("prefix tree: T7 matches clamp to whole pages, a snapshot, and len - 1
     CHECK(query(4 * k_page, 3 * k_page - 1) == k_page);  // diverges in the last token of page 3
     CHECK(query(4 * k_page, k_page) == k_page);          // diverges at the first token of page 2
     CHECK(query(4 * k_page, 5) == 0);
+    auto history = [&](size_t len, int32_t change_at) {
+        std::vector<int32_t> q(t.begin(), t.begin() + std::ptrdiff_t(std::min(len, t.size())));
+        while (q.size() < len) q.push_back(1);
+        if (change_at >= 0) q[size_t(change_at)] ^= 0x40;
+        return h.tree.history_depth(q);
+    };
+    CHECK(history(4 * k_page + 1, -1) == 4 * k_page);     // history reaches past the last snapshot
+    CHECK(history(4 * k_page, -1) == 3 * k_page);         // ... but never the last token's page
+    CHECK(history(5 * k_page, 2 * k_page + 3) == 2 * k_page);  // where a branch leaves it
     h.pool->free_sequence(s);
     CHECK(h.tree.stats().pages_held == 4);
     CHECK(h.tree.evictable_pages() == 4);

@@ -152,6 +152,36 @@ TEST_CASE("prefix cache: preemption in a tiny pool with the cache on gives the t
     CHECK(s.prefix.hit_tokens > 0);
 }
 
+TEST_CASE("prefix cache: a branch point gets a snapshot, so the next sibling resumes there") {
+    tiny_checkpoint ckpt;
+    config c = cache_config(ckpt.dir.string(), true);
+    c.cache.snapshot_interval_tokens = 0;  // only prompt ends, decode tails and branch points
+    auto on = make_cpu_engine(c);
+    REQUIRE(on);
+    tandem::engine::engine& eng = **on;
+    sampling_params p;
+    p.temperature = 0;
+    p.max_tokens = 2;
+    p.ignore_eos = true;
+    const auto trunk = make_prompt(9, 2 * 128, 5000);
+    auto with_tail = [&](uint64_t key, int64_t n) {
+        auto t = trunk;
+        auto tail = make_prompt(key, n, 5000);
+        t.insert(t.end(), tail.begin(), tail.end());
+        return t;
+    };
+    auto run = [&](const std::vector<int32_t>& prompt) {
+        collector col;
+        REQUIRE(eng.submit({prompt, p, col.sink(), ""}));
+        REQUIRE(col.wait_final(60000));
+        return eng.stats().prefix.hit_tokens;
+    };
+    CHECK(run(with_tail(1, 150)) == 0);  // snapshot at its prompt end, 3 pages
+    CHECK(run(with_tail(2, 150)) == 0);  // shares 2 pages of history, no snapshot there: computes
+                                         // them, and snapshots the branch point (2 pages)
+    CHECK(run(with_tail(3, 150)) == 2 * 128);  // resumes at the branch point
+}
+
 TEST_CASE("prefix cache: flush is refused while a request holds cache state, then frees every page") {
     tiny_checkpoint ckpt;
     auto on = make_cpu_engine(cache_config(ckpt.dir.string(), true));

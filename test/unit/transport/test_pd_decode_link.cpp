@@ -227,7 +227,8 @@ TEST_CASE("pd decode_link: a transfer past its deadline fails; an unacknowledged
     REQUIRE_FALSE(res.error.is_ok());
     CHECK(res.error.code() == error_code::deadline_exceeded);
     CHECK(res.error.message().find("transfer_timeout_ms") != std::string::npos);
-    r.link.release(4, seq, engine::release_cause::deadline);
+    CHECK(res.cause == engine::release_cause::deadline);
+    r.link.release(4, seq, res.cause);
     REQUIRE(eventually([&] { return r.prefill.abort_count() == 1; }));
     CHECK(r.link.busy());  // quarantined, still polling for the lease
     REQUIRE(eventually([&] { return r.idle_and_free(); }, 3000));
@@ -271,7 +272,10 @@ TEST_CASE("pd decode_link: a failed job and a lost peer end transfers at once, w
     REQUIRE_FALSE(lost.error.is_ok());
     CHECK(lost.error.code() == error_code::unavailable);
     CHECK(lost.error.message().find("prefill peer lost") != std::string::npos);
-    r.link.release(7, b, engine::release_cause::error);
+    CHECK(lost.cause == engine::release_cause::peer_lost);  // not "shutdown" in the metrics
+    r.link.release(7, b, lost.cause);
+    CHECK(r.link.metrics().aborts_peer_lost == 1);
+    CHECK(r.link.metrics().aborts_shutdown == 0);
     CHECK(r.idle_and_free());
     REQUIRE(r.link.unavailable().has_value());
     CHECK(r.link.unavailable()->find("prefill peer") != std::string::npos);

@@ -1,0 +1,136 @@
+// bench/model/bench_kernels.cpp — the CPU linear kernels on every stored weight form, each figure
+// divided by a ceiling measured in the same run (machine_limits.h):
+//   GEMV (1 row, matrix far larger than the caches): weight bytes read per second ÷ read bandwidth
+//   GEMM (--rows rows, matrix of a few MB):           FLOP/s ÷ FMA peak
+// Best of --rounds rounds, interleaved over the forms (the dev machines are shared and noisy).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "cpu/thread_pool.h"
+#include "machine_limits.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using tandem::cpu::scale_form;
+using tandem::cpu::weight_form;
+using tandem::cpu::weight_matrix;
+
+const char* k_usage =
+    "usage: bench_kernels [--threads N] [--gemv-mib N] [--rows N] [--rounds N]\n"
+    "  --threads N    worker threads (default: all cores)\n"
+    "  --gemv-mib N   stored size of each GEMV matrix (default 512)\n"
+    "  --rows N       GEMM rows (default 128)\n"
+    "  --rounds N     rounds, best kept (default 3)\n";
+
+double seconds_since(clock_type::time_point t0) {
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// A [rows, cols] matrix of random codes in `form` (scales near 2^-7), owning its bytes.
+struct owned_matrix {
+    std::vector<uint8_t> bytes, scales;
+    weight_matrix m;
+    owned_matrix(weight_form form, int64_t rows, int64_t cols) {
+        m.form = form;
+        m.rows = rows;
+        m.cols = cols;
+        bytes.resize(static_cast<size_t>(m.row_bytes() * rows));
+        std::mt19937_64 rng(7);
+        for (size_t i = 0; i < bytes.size(); i += 8) {
+            const uint64_t v = rng();
+            std::memcpy(&bytes[i], &v, std::min<size_t>(8, bytes.size() - i));
+        }
+        // Finite values only: clear each float's/half's top exponent bit, avoid e4m3 NaN.
+        if (form == weight_form::f32)
+            for (size_t i = 3; i < bytes.size(); i += 4) bytes[i] &= 0xbf;
+        if (form == weight_form::bf16)
+            for (size_t i = 1; i < bytes.size(); i += 2) bytes[i] &= 0xbf;
+        if (form == weight_form::fp8_e4m3)
+            for (auto& b : bytes) b &= 0xbf;
+        if (form == weight_form::fp8_e4m3 || form == weight_form::fp4_e2m1) {
+            const bool fp4 = form == weight_form::fp4_e2m1;
+            m.block_rows = fp4 ? 1 : 128;
+            m.block_cols = fp4 ? 32 : 128;
+            m.scale_cols = (cols + m.block_cols - 1) / m.block_cols;
+            m.scale = scale_form::e8m0;
+            scales.assign(static_cast<size_t>((rows + m.block_rows - 1) / m.block_rows * m.scale_cols), 120);
+            m.scales = scales.data();
+        }
+        m.data = bytes.data();
+    }
+    int64_t stored_bytes() const { return int64_t(bytes.size() + scales.size()); }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int threads = 0;
+    int64_t gemv_mib = 512, rows = 128, rounds = 3;
+    for (int i = 1; i < argc; ++i) {
+        std::string k = argv[i];
+        if (k == "--help" || k == "-h") { std::fputs(k_usage, stdout); return 0; }
+        if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n%s", k.c_str(), k_usage); return 2; }
+        std::string v = argv[++i];
+        if (k == "--threads") threads = std::atoi(v.c_str());
+        else if (k == "--gemv-mib") gemv_mib = std::atoll(v.c_str());
+        else if (k == "--rows") rows = std::atoll(v.c_str());
+        else if (k == "--rounds") rounds = std::atoll(v.c_str());
+        else { std::fprintf(stderr, "unknown option %s\n%s", k.c_str(), k_usage); return 2; }
+    }
+    if (gemv_mib < 1 || rows < 1 || rounds < 1) { std::fprintf(stderr, "%s", k_usage); return 2; }
+    tandem::cpu::thread_pool pool(threads);
+    tandem::bench::fma_peak_result peak;
+    tandem::bench::bandwidth_result bw;
+
+    const weight_form forms[] = {weight_form::f32, weight_form::bf16, weight_form::f16, weight_form::fp8_e4m3,
+                                 weight_form::fp4_e2m1};
+    const int64_t K = 1024;
+    std::vector<double> gemv_best(5, 0), gemm_best(5, 0), gemv_bytes(5, 0);
+    std::vector<float> x(static_cast<size_t>(rows * K), 0.5f);
+    for (int64_t round = 0; round < rounds; ++round) {
+        // Baselines every round, best kept (see bench_model_cpu.cpp).
+        const auto p = tandem::bench::measure_fma_peak(pool);
+        if (p.measured_flops > peak.measured_flops) peak = p;
+        const auto b = tandem::bench::measure_read_bandwidth(pool, int64_t{512} << 20);
+        if (b.read_bytes_per_s > bw.read_bytes_per_s) bw = b;
+        for (int f = 0; f < 5; ++f) {
+            {
+                owned_matrix probe(forms[f], 1, K);
+                const int64_t out = (gemv_mib << 20) / probe.m.row_bytes();
+                owned_matrix big(forms[f], out, K);
+                std::vector<float> y(static_cast<size_t>(out));
+                tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);  // touch once
+                const auto t0 = clock_type::now();
+                tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);
+                gemv_bytes[f] = double(big.stored_bytes());
+                gemv_best[f] = std::max(gemv_best[f], gemv_bytes[f] / seconds_since(t0));
+            }
+            {
+                const int64_t out = 4096;
+                owned_matrix mid(forms[f], out, K);
+                std::vector<float> y(static_cast<size_t>(rows * out));
+                tandem::cpu::linear(pool, x.data(), rows, K, mid.m, y.data(), out);
+                const auto t0 = clock_type::now();
+                tandem::cpu::linear(pool, x.data(), rows, K, mid.m, y.data(), out);
+                gemm_best[f] = std::max(gemm_best[f], 2.0 * double(rows * out * K) / seconds_since(t0));
+            }
+        }
+    }
+    std::printf("kernels %s, threads %d\n", tandem::cpu::kernel_isa(), pool.size());
+    std::printf("baseline: FMA peak %.1f GFLOP/s measured", peak.measured_flops / 1e9);
+    if (peak.theoretical_flops > 0)
+        std::printf(" (theoretical %.1f = %s)", peak.theoretical_flops / 1e9, peak.theoretical_formula.c_str());
+    std::printf("; read bandwidth %.2f GB/s\n", bw.read_bytes_per_s / 1e9);
+    std::printf("%-9s %14s %12s %16s %12s\n", "form", "GEMV GB/s", "÷ read bw", "GEMM GFLOP/s", "÷ FMA peak");
+    for (int f = 0; f < 5; ++f)
+        std::printf("%-9s %14.2f %12.3f %16.1f %12.3f\n", tandem::cpu::weight_form_name(forms[f]), gemv_best[f] / 1e9,
+                    gemv_best[f] / bw.read_bytes_per_s, gemm_best[f] / 1e9, gemm_best[f] / peak.measured_flops);
+    return 0;
+}

@@ -1,0 +1,197 @@
+// bench/model/machine_limits.cpp — see machine_limits.h.
+#include "machine_limits.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BENCH_AVX2 __attribute__((target("avx2,fma")))
+#endif
+
+namespace tandem::bench {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+constexpr int k_chains = 12;
+
+#ifdef BENCH_AVX2
+// 12 independent accumulators: each FMA's 4-cycle latency is hidden behind 11 others, so both
+// FMA pipes issue every cycle. Returns a value depending on every chain so nothing is elided.
+BENCH_AVX2 float fma_chains_avx2(int64_t iters, float seed) {
+    __m256 acc[k_chains];
+    for (int c = 0; c < k_chains; ++c) acc[c] = _mm256_set1_ps(seed * float(c + 1));
+    const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    for (int64_t i = 0; i < iters; ++i)
+        for (int c = 0; c < k_chains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+    __m256 s = acc[0];
+    for (int c = 1; c < k_chains; ++c) s = _mm256_add_ps(s, acc[c]);
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return out[0] + out[7];
+}
+
+BENCH_AVX2 double sum_avx2(const float* p, int64_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+    }
+    float out[8];
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    double s = 0;
+    for (float v : out) s += v;
+    for (; i < n; ++i) s += p[i];
+    return s;
+}
+#endif
+
+float fma_chains_scalar(int64_t iters, float seed) {
+    float acc[k_chains];
+    for (int c = 0; c < k_chains; ++c) acc[c] = seed * float(c + 1);
+    for (int64_t i = 0; i < iters; ++i)
+        for (int c = 0; c < k_chains; ++c) acc[c] = acc[c] * 0.999999f + 1e-7f;
+    float s = 0;
+    for (float v : acc) s += v;
+    return s;
+}
+
+double sum_scalar(const float* p, int64_t n) {
+    float a[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; ++l) a[l] += p[i + l];
+    double s = 0;
+    for (float v : a) s += v;
+    for (; i < n; ++i) s += p[i];
+    return s;
+}
+
+// One OS thread per pool thread, all started together: a pool's dynamic pieces could let one
+// thread run two shares back to back, which would halve the figure.
+template <typename F>
+void on_every_thread(int threads, F&& fn) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) ts.emplace_back([&fn, t] { fn(t); });
+    for (auto& t : ts) t.join();
+}
+
+bool have_avx2() {
+#ifdef BENCH_AVX2
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+}  // namespace
+
+double cpu_clock_hz(std::string* source) {
+    {
+        std::ifstream f("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+        double khz = 0;
+        if (f >> khz && khz > 0) {
+            if (source) *source = "cpufreq max";
+            return khz * 1e3;
+        }
+    }
+    std::ifstream f("/proc/cpuinfo");
+    for (std::string line; std::getline(f, line);) {
+        if (line.rfind("cpu MHz", 0) != 0) continue;
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        const double mhz = std::atof(line.c_str() + colon + 1);
+        if (mhz > 0) {
+            if (source) *source = "/proc/cpuinfo cpu MHz";
+            return mhz * 1e6;
+        }
+    }
+    return 0;
+}
+
+fma_peak_result measure_fma_peak(cpu::thread_pool& pool) {
+    fma_peak_result r;
+    const bool avx2 = have_avx2();
+    r.isa = avx2 ? "avx2+fma" : "scalar";
+    const int threads = pool.size();
+    const int64_t iters = avx2 ? 40'000'000 : 10'000'000;
+    const int lanes = avx2 ? 8 : 1;
+    std::vector<float> sink(static_cast<size_t>(threads) * 16, 0.0f);
+    for (int round = 0; round < 3; ++round) {
+        auto t0 = clock_type::now();
+        on_every_thread(threads, [&](int t) {
+#ifdef BENCH_AVX2
+            if (avx2) {
+                sink[static_cast<size_t>(t * 16)] += fma_chains_avx2(iters, 1.0f + float(t));
+                return;
+            }
+#endif
+            sink[static_cast<size_t>(t * 16)] += fma_chains_scalar(iters, 1.0f + float(t));
+        });
+        const double s = seconds_since(t0);
+        r.measured_flops = std::max(r.measured_flops, 2.0 * lanes * k_chains * double(iters) * threads / s);
+    }
+    double guard = 0;
+    for (float v : sink) guard += v;
+    if (guard == 0) std::abort();
+    std::string source;
+    const double hz = cpu_clock_hz(&source);
+    const int pipes = 2;  // 256-bit FMA pipes per core: Zen 2/3/4, Haswell and later
+    if (hz > 0) {
+        r.theoretical_flops = double(threads) * lanes * pipes * 2.0 * hz;
+        r.theoretical_formula = fmt::format("{} threads × {} lanes × {} FMA pipes × 2 × {:.2f} GHz ({})", threads,
+                                            lanes, pipes, hz / 1e9, source);
+    }
+    return r;
+}
+
+bandwidth_result measure_read_bandwidth(cpu::thread_pool& pool, int64_t buffer_bytes) {
+    bandwidth_result r;
+    r.buffer_bytes = buffer_bytes;
+    const int64_t n = buffer_bytes / 4;
+    std::unique_ptr<float[]> buf(new float[static_cast<size_t>(n)]);
+    const bool avx2 = have_avx2();
+    const int threads = pool.size();
+    on_every_thread(threads, [&](int t) {  // first touch by the thread that will read it
+        for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) buf[static_cast<size_t>(i)] = 1.0f;
+    });
+    std::vector<double> partial(static_cast<size_t>(threads) * 8, 0.0);
+    for (int round = 0; round < 5; ++round) {
+        auto t0 = clock_type::now();
+        on_every_thread(threads, [&](int t) {
+            const int64_t i0 = n * t / threads, i1 = n * (t + 1) / threads;
+#ifdef BENCH_AVX2
+            if (avx2) {
+                partial[static_cast<size_t>(t * 8)] = sum_avx2(buf.get() + i0, i1 - i0);
+                return;
+            }
+#endif
+            partial[static_cast<size_t>(t * 8)] = sum_scalar(buf.get() + i0, i1 - i0);
+        });
+        const double s = seconds_since(t0);
+        double total = 0;
+        for (double v : partial) total += v;
+        if (total != double(n)) std::abort();  // every element was read
+        r.read_bytes_per_s = std::max(r.read_bytes_per_s, double(buffer_bytes) / s);
+    }
+    return r;
+}
+
+}  // namespace tandem::bench

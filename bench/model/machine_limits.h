@@ -1,0 +1,36 @@
+// bench/model/machine_limits.h — the machine's own ceilings, measured in the benchmark's run, that
+// model throughput is divided by:
+//   fma_peak        fp32 FLOP/s with enough independent FMA chains on every thread to keep every
+//                   FMA pipe busy (12 chains of 8 lanes: latency 4 × 2 pipes needs 8)
+//   theoretical     cores × lanes × FMA pipes × 2 × clock, from the CPU's reported clock
+//   read_bandwidth  STREAM-like read-only sum over a buffer far larger than the last-level cache
+//                   (what a memory-bound GEMV does: stream weights, write almost nothing)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cpu/thread_pool.h"
+
+namespace tandem::bench {
+
+struct fma_peak_result {
+    double measured_flops = 0;    // best of the rounds
+    double theoretical_flops = 0;  // 0 when the clock is unknown
+    std::string theoretical_formula;
+    std::string isa;  // "avx2+fma" or "scalar"
+};
+
+fma_peak_result measure_fma_peak(cpu::thread_pool& pool);
+
+struct bandwidth_result {
+    double read_bytes_per_s = 0;  // best of the rounds
+    int64_t buffer_bytes = 0;
+};
+
+bandwidth_result measure_read_bandwidth(cpu::thread_pool& pool, int64_t buffer_bytes = int64_t{1} << 30);
+
+// The CPU clock in Hz (cpufreq's maximum, else /proc/cpuinfo's "cpu MHz"), 0 when unknown.
+double cpu_clock_hz(std::string* source);
+
+}  // namespace tandem::bench

@@ -1,0 +1,228 @@
+// cpu/kernels_avx2.cpp — AVX2 + FMA kernels: weights decoded in registers, register-blocked.
+//
+// Only functions carrying TANDEM_AVX2 use AVX2 instructions, and they call nothing from the
+// standard library, so no AVX2 copy of an inline std:: function can leak to other callers.
+// Per output element the order is exactly the reference order (kernels_internal.h): one 8-lane
+// accumulator per (row, output), fma per lane, the same pairwise lane sum and scalar fma tail.
+#include "cpu/kernels_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
+
+#include <cmath>
+
+#define TANDEM_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define TANDEM_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace tandem::cpu::detail {
+
+namespace {
+
+TANDEM_AVX2_INLINE float hsum(__m256 v) {
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // (l, l+4)
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));                               // (l, l+2)
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));                 // (0, 1)
+}
+
+// Bytes ahead of the current weight that each stream prefetches: rows are short (a few KB), so
+// the hardware prefetchers restart at every row; a fixed look-ahead keeps loads in flight.
+constexpr int64_t k_prefetch_bytes = 1024;
+
+// A decoder turns 8 consecutive stored weights of one row into 8 floats. `factor` is the
+// per-(row, column block) multiplier (scale, or scale · 2^120 for e4m3); `block` is how many
+// columns share it (the whole row when unscaled).
+struct f32_decoder {
+    static constexpr int64_t line_mask = 15;  // k advances one 64-byte line per line_mask + 1
+    static constexpr bool scaled = false;
+    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k) {
+        return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+    }
+};
+
+struct bf16_decoder {
+    static constexpr int64_t line_mask = 31;  // k advances one 64-byte line per line_mask + 1
+    static constexpr bool scaled = false;
+    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k) {
+        __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+};
+
+struct f16_decoder {
+    static constexpr int64_t line_mask = 31;  // k advances one 64-byte line per line_mask + 1
+    static constexpr bool scaled = false;
+    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
+    }
+};
+
+struct e4m3_decoder {
+    static constexpr int64_t line_mask = 63;  // k advances one 64-byte line per line_mask + 1
+    static constexpr bool scaled = true;
+    // Sign-extended bytes: bit 31 is the sign; bits 0-6 (exponent, mantissa) shift to 20-26,
+    // the bottom of fp32's exponent and the top of its mantissa: value · 2^-120, exactly.
+    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k) {
+        __m256i d = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + k)));
+        __m256i mag = _mm256_and_si256(_mm256_slli_epi32(d, 20), _mm256_set1_epi32(0x07f00000));
+        __m256i sign = _mm256_and_si256(d, _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+        return _mm256_castsi256_ps(_mm256_or_si256(mag, sign));
+    }
+};
+
+struct e2m1_decoder {
+    static constexpr int64_t line_mask = 127;  // k advances one 64-byte line per line_mask + 1
+    static constexpr bool scaled = true;
+    // Eight nibbles of one 32-bit word (element j at bits 4j..4j+3): a variable shift brings
+    // each to the bottom of its lane, a permute looks up the magnitude, bit 3 becomes the sign.
+    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k) {
+        int32_t word;
+        __builtin_memcpy(&word, row + k / 2, 4);
+        __m256i n = _mm256_srlv_epi32(_mm256_set1_epi32(word), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+        __m256 mag = _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), n);
+        __m256i sign = _mm256_and_si256(_mm256_slli_epi32(n, 28), _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+        return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
+    }
+};
+
+// The scale row of view row r (its tile row), and the multiplier a scaled decoder's output needs
+// for column k: the scale, times 2^120 for e4m3 (see e4m3_decoder). Inline: FP4 needs one per 32
+// weights per output.
+TANDEM_AVX2_INLINE const uint8_t* scale_row(const weight_matrix& w, int64_t r) {
+    const int64_t elem = w.scale == scale_form::f32 ? 4 : 1;
+    return w.scales + ((w.row0 + r) / w.block_rows) * w.scale_cols * elem;
+}
+TANDEM_AVX2_INLINE float factor_of(const weight_matrix& w, const uint8_t* srow, int64_t k) {
+    float s;
+    if (w.scale == scale_form::e8m0) {
+        s = decode_e8m0(srow[k / w.block_cols]);
+    } else {
+        __builtin_memcpy(&s, srow + 4 * (k / w.block_cols), 4);
+    }
+    return w.form == weight_form::fp8_e4m3 ? s * k_two_pow_120 : s;
+}
+
+// R rows × O outputs: rows x[r] (stride xs), outputs o[0..O) (view rows), results out[r·O + j].
+template <class D, int R, int O>
+TANDEM_AVX2 void micro(const weight_matrix& w, const float* x, int64_t xs, const int64_t* o, float* out) {
+    const int64_t K = w.cols, K8 = K & ~int64_t{7};
+    const int64_t block = D::scaled ? (w.form == weight_form::fp4_e2m1 ? 32 : w.block_cols) : (K8 > 0 ? K8 : 8);
+    const uint8_t* row[O];
+    const uint8_t* srow[O];
+    for (int j = 0; j < O; ++j) {
+        row[j] = w.row_ptr(o[j]);
+        if constexpr (D::scaled) srow[j] = scale_row(w, o[j]);
+    }
+    __m256 acc[R][O];
+    for (int r = 0; r < R; ++r)
+        for (int j = 0; j < O; ++j) acc[r][j] = _mm256_setzero_ps();
+    for (int64_t kb = 0; kb < K8; kb += block) {
+        const int64_t ke = kb + block < K8 ? kb + block : K8;
+        __m256 f[O];
+        if constexpr (D::scaled)
+            for (int j = 0; j < O; ++j) f[j] = _mm256_set1_ps(factor_of(w, srow[j], kb));
+        for (int64_t k = kb; k < ke; k += 8) {
+            if ((k & D::line_mask) == 0)
+                for (int j = 0; j < O; ++j)
+                    _mm_prefetch(reinterpret_cast<const char*>(row[j]) + k * 64 / (D::line_mask + 1) + k_prefetch_bytes,
+                                 _MM_HINT_T0);
+            __m256 xv[R];
+            for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(x + r * xs + k);
+            for (int j = 0; j < O; ++j) {
+                __m256 wv = D::load8(row[j], k);
+                if constexpr (D::scaled) wv = _mm256_mul_ps(wv, f[j]);
+                for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int j = 0; j < O; ++j) {
+            float s = hsum(acc[r][j]);
+            for (int64_t k = K8; k < K; ++k) s = __builtin_fmaf(x[r * xs + k], w.at(o[j], k), s);
+            out[r * O + j] = s;
+        }
+}
+
+// Rows in groups of R (4, then the 1-3 left over), outputs in groups of O.
+template <class D, int R, int O>
+TANDEM_AVX2 void rows_block(const float* x, int64_t xs, int64_t r0, const weight_matrix& w, const int64_t* o,
+                            float* y, int64_t ys, int64_t o_base) {
+    float out[R * O];
+    micro<D, R, O>(w, x + r0 * xs, xs, o, out);
+    for (int r = 0; r < R; ++r)
+        for (int j = 0; j < O; ++j) y[(r0 + r) * ys + (o[j] - o_base)] = out[r * O + j];
+}
+
+template <class D, int O>
+TANDEM_AVX2 void outputs_block(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, const int64_t* o,
+                               float* y, int64_t ys, int64_t o_base) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) rows_block<D, 4, O>(x, xs, r, w, o, y, ys, o_base);
+    switch (rows - r) {
+        case 3: rows_block<D, 3, O>(x, xs, r, w, o, y, ys, o_base); break;
+        case 2: rows_block<D, 2, O>(x, xs, r, w, o, y, ys, o_base); break;
+        case 1: rows_block<D, 1, O>(x, xs, r, w, o, y, ys, o_base); break;
+        default: break;
+    }
+}
+
+// One decoder: 3 outputs at a time when rows come in fours (12 accumulators), 4 for a lone
+// row (GEMV: four independent weight streams in flight).
+template <class D>
+TANDEM_AVX2 void tile_form(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
+                           float* y, int64_t ys) {
+    int64_t o = o0;
+    int64_t idx[4];
+    if (rows < 4) {
+        for (; o + 4 <= o1; o += 4) {
+            for (int j = 0; j < 4; ++j) idx[j] = o + j;
+            outputs_block<D, 4>(x, xs, rows, w, idx, y, ys, o0);
+        }
+    } else {
+        for (; o + 3 <= o1; o += 3) {
+            for (int j = 0; j < 3; ++j) idx[j] = o + j;
+            outputs_block<D, 3>(x, xs, rows, w, idx, y, ys, o0);
+        }
+    }
+    for (; o < o1; ++o) {
+        idx[0] = o;
+        outputs_block<D, 1>(x, xs, rows, w, idx, y, ys, o0);
+    }
+}
+
+TANDEM_AVX2 void tile_avx2(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
+                           float* y, int64_t ys) {
+    switch (w.form) {
+        case weight_form::f32: return tile_form<f32_decoder>(x, xs, rows, w, o0, o1, y, ys);
+        case weight_form::bf16: return tile_form<bf16_decoder>(x, xs, rows, w, o0, o1, y, ys);
+        case weight_form::f16: return tile_form<f16_decoder>(x, xs, rows, w, o0, o1, y, ys);
+        case weight_form::fp8_e4m3: return tile_form<e4m3_decoder>(x, xs, rows, w, o0, o1, y, ys);
+        case weight_form::fp4_e2m1: return tile_form<e2m1_decoder>(x, xs, rows, w, o0, o1, y, ys);
+    }
+}
+
+TANDEM_AVX2 float dot_avx2(const float* a, const float* b, int64_t n) {
+    const int64_t n8 = n & ~int64_t{7};
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n8; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
+    float s = hsum(acc);
+    for (int64_t k = n8; k < n; ++k) s = __builtin_fmaf(a[k], b[k], s);
+    return s;
+}
+
+}  // namespace
+
+const kernel_table* avx2_kernels() {
+    static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2};
+    return &t;
+}
+
+}  // namespace tandem::cpu::detail
+
+#else
+
+namespace tandem::cpu::detail {
+const kernel_table* avx2_kernels() { return nullptr; }
+}  // namespace tandem::cpu::detail
+
+#endif

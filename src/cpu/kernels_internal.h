@@ -1,0 +1,32 @@
+// cpu/kernels_internal.h — (cpu/ internal) the per-ISA kernel table behind kernels.h.
+//
+// Every implementation computes each output element in ONE order, the reference order of
+// kernels_scalar.cpp: eight lane accumulators, lane l summing fma(x[k], w[k], ·) over k ≡ l (mod 8)
+// in ascending k for k below the last multiple of 8, then (l, l+4), (l, l+2), (0, 1) pairwise
+// sums, then fma over the remaining tail in ascending k. So every ISA, register block, batch size,
+// tile and thread count gives the same bits (design invariant 8), and a scalar machine agrees
+// with an AVX2 one.
+//
+// The table is chosen once (plain function pointers, no ifunc resolvers: target_clones'
+// resolvers crash under ThreadSanitizer).
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/weight_matrix.h"
+
+namespace tandem::cpu::detail {
+
+struct kernel_table {
+    const char* name;
+    // y[r·y_stride + (o − o0)] = Σ_k x[r·x_stride + k] · w(o, k) for r < rows, o0 ≤ o < o1.
+    void (*tile)(const float* x, int64_t x_stride, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
+                 float* y, int64_t y_stride);
+    float (*dot)(const float* a, const float* b, int64_t n);
+};
+
+const kernel_table& scalar_kernels();
+const kernel_table* avx2_kernels();  // null when this build has no AVX2 path
+const kernel_table& active_kernels();
+
+}  // namespace tandem::cpu::detail

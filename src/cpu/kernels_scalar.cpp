@@ -1,0 +1,39 @@
+// cpu/kernels_scalar.cpp — the portable reference kernels (the order every ISA reproduces).
+#include <cmath>
+#include <vector>
+
+#include "cpu/kernels_internal.h"
+
+namespace tandem::cpu::detail {
+
+namespace {
+
+float dot_reference(const float* a, const float* b, int64_t n) {
+    float acc[8] = {};
+    const int64_t n8 = n & ~int64_t{7};
+    for (int64_t k = 0; k < n8; k += 8)
+        for (int l = 0; l < 8; ++l) acc[l] = std::fma(a[k + l], b[k + l], acc[l]);
+    for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+    for (int l = 0; l < 2; ++l) acc[l] += acc[l + 2];
+    float s = acc[0] + acc[1];
+    for (int64_t k = n8; k < n; ++k) s = std::fma(a[k], b[k], s);
+    return s;
+}
+
+void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
+                    float* y, int64_t y_stride) {
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    for (int64_t o = o0; o < o1; ++o) {
+        w.decode_row(o, row.data());  // exact values: the same numbers the SIMD paths form in registers
+        for (int64_t r = 0; r < rows; ++r) y[r * y_stride + (o - o0)] = dot_reference(x + r * x_stride, row.data(), w.cols);
+    }
+}
+
+}  // namespace
+
+const kernel_table& scalar_kernels() {
+    static const kernel_table t{"scalar", tile_reference, dot_reference};
+    return t;
+}
+
+}  // namespace tandem::cpu::detail

@@ -1,0 +1,194 @@
+// Kernels on weights in their stored form: every form decodes exactly (checked against the
+// model's scalar decoders for every code), a stored matrix gives bitwise the results of its fp32
+// expansion, and the results do not depend on the batch, the thread count, the row slice or the
+// instruction set.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "cpu/kernels_internal.h"
+#include "cpu/thread_pool.h"
+#include "model/dtype.h"
+
+using namespace tandem::cpu;
+namespace md = tandem::model;
+
+namespace {
+
+// A random matrix in one stored form, with the bytes it points into.
+struct stored {
+    std::vector<uint8_t> bytes, scales;
+    weight_matrix m;
+};
+
+stored make_stored(weight_form form, scale_form sf, int64_t rows, int64_t cols, int64_t block, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> nd;
+    stored s;
+    s.m.form = form;
+    s.m.rows = rows;
+    s.m.cols = cols;
+    const int64_t row_bytes = form == weight_form::f32 ? cols * 4
+                              : form == weight_form::fp8_e4m3 ? cols
+                              : form == weight_form::fp4_e2m1 ? cols / 2 : cols * 2;
+    s.bytes.resize(static_cast<size_t>(rows * row_bytes));
+    for (int64_t i = 0; i < rows * cols; ++i) {
+        const float v = nd(rng);
+        switch (form) {
+            case weight_form::f32: std::memcpy(&s.bytes[size_t(4 * i)], &v, 4); break;
+            case weight_form::bf16: {
+                uint16_t h = md::float_to_bf16(v);
+                std::memcpy(&s.bytes[size_t(2 * i)], &h, 2);
+                break;
+            }
+            case weight_form::f16: {
+                uint16_t h = static_cast<uint16_t>(rng() & 0xfbffu);  // any finite half, subnormals too
+                std::memcpy(&s.bytes[size_t(2 * i)], &h, 2);
+                break;
+            }
+            case weight_form::fp8_e4m3: {
+                uint8_t b = static_cast<uint8_t>(rng());
+                if ((b & 0x7f) == 0x7f) b ^= 1;  // no NaN codes
+                s.bytes[size_t(i)] = b;
+                break;
+            }
+            case weight_form::fp4_e2m1:
+                s.bytes[size_t(i / 2)] |= static_cast<uint8_t>((rng() & 0xf) << (4 * (i % 2)));
+                break;
+        }
+    }
+    if (form == weight_form::fp8_e4m3 || form == weight_form::fp4_e2m1) {
+        const bool fp4 = form == weight_form::fp4_e2m1;
+        s.m.block_rows = fp4 ? 1 : block;
+        s.m.block_cols = fp4 ? 32 : block;
+        s.m.scale_cols = (cols + s.m.block_cols - 1) / s.m.block_cols;
+        const int64_t n = ((rows + s.m.block_rows - 1) / s.m.block_rows) * s.m.scale_cols;
+        s.m.scale = sf;
+        s.scales.resize(static_cast<size_t>(n * (sf == scale_form::f32 ? 4 : 1)));
+        for (int64_t i = 0; i < n; ++i) {
+            if (sf == scale_form::e8m0) {
+                s.scales[size_t(i)] = static_cast<uint8_t>(110 + rng() % 20);  // 2^-17 .. 2^2
+            } else {
+                float v = std::ldexp(1.0f + float(rng() % 1000) / 1000.0f, -int(rng() % 12));
+                std::memcpy(&s.scales[size_t(4 * i)], &v, 4);
+            }
+        }
+        s.m.scales = s.scales.data();
+    }
+    s.m.data = s.bytes.data();
+    return s;
+}
+
+std::vector<float> expand(const weight_matrix& m) {
+    std::vector<float> f(static_cast<size_t>(m.rows * m.cols));
+    for (int64_t r = 0; r < m.rows; ++r) m.decode_row(r, &f[r * m.cols]);
+    return f;
+}
+
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * 4) == 0; }
+
+}  // namespace
+
+TEST_CASE("cpu weights: every stored code decodes exactly") {
+    for (int v = 0; v < 256; ++v) {
+        if ((v & 0x7f) == 0x7f) continue;  // e4m3fn NaN
+        const float want = md::e4m3_to_float(static_cast<uint8_t>(v));
+        const float got = e4m3_times_2_pow_minus_120(static_cast<uint8_t>(v)) * k_two_pow_120;
+        CHECK(std::memcmp(&want, &got, 4) == 0);
+    }
+    for (int v = 0; v < 256; ++v) CHECK(decode_e8m0(static_cast<uint8_t>(v)) == md::e8m0_to_float(static_cast<uint8_t>(v)));
+    for (uint8_t nib = 0; nib < 16; ++nib) {
+        const float mag = k_e2m1_values[nib & 7];
+        CHECK((nib & 8 ? -mag : mag) == md::e2m1_to_float(nib));
+    }
+    // Element accessors agree with the model's decoders, scales included.
+    for (weight_form form : {weight_form::bf16, weight_form::f16, weight_form::fp8_e4m3, weight_form::fp4_e2m1}) {
+        CAPTURE(weight_form_name(form));
+        stored s = make_stored(form, scale_form::e8m0, 5, 64, 16, 3);
+        for (int64_t r = 0; r < 5; ++r)
+            for (int64_t c = 0; c < 64; ++c) {
+                float want = 0;
+                const uint8_t* row = s.m.row_ptr(r);
+                uint16_t h;
+                switch (form) {
+                    case weight_form::bf16: std::memcpy(&h, row + 2 * c, 2); want = md::bf16_to_float(h); break;
+                    case weight_form::f16: std::memcpy(&h, row + 2 * c, 2); want = md::f16_to_float(h); break;
+                    case weight_form::fp8_e4m3:
+                        want = md::e4m3_to_float(row[c]) * md::e8m0_to_float(s.scales[size_t((r / 16) * 4 + c / 16)]);
+                        break;
+                    case weight_form::fp4_e2m1:
+                        want = md::e2m1_to_float(c % 2 ? row[c / 2] >> 4 : row[c / 2] & 0xf) *
+                               md::e8m0_to_float(s.scales[size_t(r * 2 + c / 32)]);
+                        break;
+                    default: break;
+                }
+                CHECK(s.m.at(r, c) == want);
+            }
+    }
+}
+
+TEST_CASE("cpu weights: stored forms match their fp32 expansion bitwise, any batch, thread count or ISA") {
+    struct form_case {
+        weight_form form;
+        scale_form scale;
+        int64_t block;
+    };
+    const form_case cases[] = {{weight_form::f32, scale_form::none, 1},      {weight_form::bf16, scale_form::none, 1},
+                               {weight_form::f16, scale_form::none, 1},      {weight_form::fp8_e4m3, scale_form::e8m0, 128},
+                               {weight_form::fp8_e4m3, scale_form::e8m0, 16}, {weight_form::fp8_e4m3, scale_form::f32, 32},
+                               {weight_form::fp4_e2m1, scale_form::e8m0, 32}};
+    thread_pool one(1), two(2), three(3);
+    const auto* avx2 = detail::avx2_kernels();
+    const auto& scalar = detail::scalar_kernels();
+    std::mt19937 rng(9);
+    std::normal_distribution<float> nd;
+    for (const auto& fc : cases) {
+        for (int64_t cols : {8, 38, 64, 200, 256}) {
+            CAPTURE(weight_form_name(fc.form));
+            CAPTURE(fc.block);
+            CAPTURE(cols);
+            const int64_t out = 37, rows = 11;
+            stored s = make_stored(fc.form, fc.scale, out, cols, fc.block, uint64_t(cols) * 7 + fc.block);
+            const std::vector<float> wf = expand(s.m);
+            std::vector<float> x(static_cast<size_t>(rows * cols));
+            for (auto& v : x) v = nd(rng);
+            std::vector<float> batched(static_cast<size_t>(rows * out)), other(batched.size()), ref(batched.size());
+            linear(two, x.data(), rows, cols, s.m, batched.data(), out);
+            linear(three, x.data(), rows, cols, wf.data(), cols, out, ref.data(), out);
+            CHECK(same_bits(batched.data(), ref.data(), batched.size()));
+            // Every instruction set computes the same bits.
+            scalar.tile(x.data(), cols, rows, s.m, 0, out, other.data(), out);
+            CHECK(same_bits(batched.data(), other.data(), batched.size()));
+            if (avx2) {
+                avx2->tile(x.data(), cols, rows, s.m, 0, out, other.data(), out);
+                CHECK(same_bits(batched.data(), other.data(), batched.size()));
+            }
+            // A row alone, and a slice of the outputs, give the bits it gets in the batch.
+            for (int64_t r = 0; r < rows; ++r) {
+                std::vector<float> alone(static_cast<size_t>(out));
+                linear(one, &x[r * cols], 1, cols, s.m, alone.data(), out);
+                CHECK(same_bits(alone.data(), &batched[r * out], size_t(out)));
+                for (int64_t o = 0; o < out; ++o) CHECK(alone[o] == dot(&x[r * cols], &wf[o * cols], cols));
+            }
+            std::vector<float> part(static_cast<size_t>(rows * 20));
+            linear(two, x.data(), rows, cols, s.m.slice_rows(17, 20), part.data(), 20);
+            for (int64_t r = 0; r < rows; ++r) CHECK(same_bits(&part[r * 20], &batched[r * out + 17], 20));
+            // Close to a double-precision product (the decode is right, not just consistent).
+            double worst = 0;
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t o = 0; o < out; ++o) {
+                    double acc = 0, abs_sum = 1e-300;
+                    for (int64_t k = 0; k < cols; ++k) {
+                        acc += double(x[r * cols + k]) * wf[o * cols + k];
+                        abs_sum += std::fabs(double(x[r * cols + k]) * wf[o * cols + k]);
+                    }
+                    worst = std::max(worst, std::fabs(acc - batched[r * out + o]) / abs_sum);
+                }
+            CHECK(worst < 1e-5);
+        }
+    }
+}
