@@ -31,7 +31,8 @@ struct server_section {
 
 struct model_section {
     std::string path;         // checkpoint directory (config.json, *.safetensors, tokenizer)
-    std::string served_name;  // the id /v1/models reports and requests must name
+    std::string served_name;  // the id /v1/models reports and requests must name (load_config
+                              // fills an empty one with served_name_of(path))
     std::string numerics;     // "hf" | "official"
 };
 
@@ -76,6 +77,8 @@ struct transport_section {
     int64_t reconnect_max_ms = 0;     // >= reconnect_min_ms (checked at load)
     int64_t max_frame_bytes = 0;      // larger incoming frames close the link
     int64_t abort_lease_ms = 0;       // quarantine of an aborted transfer's pages without ABORT_ACK
+    int64_t heartbeat_interval_ms = 0;  // tcp: PING every this often on each ready link
+    int64_t peer_timeout_ms = 0;      // tcp: no PONG this long → the peer is lost (> interval)
     int64_t nccl_device = 0;          // kind = "nccl": CUDA device of this side's pool
     // Fault injection (tests and drills only; transport/tcp.h fault_options). All 0 = off.
     int64_t fault_delay_ms = 0;
@@ -122,6 +125,9 @@ struct config_sources {
 };
 
 result<config> load_config(const config_sources& sources);
+
+// The default model.served_name: the last component of the model directory.
+std::string served_name_of(std::string_view model_path);
 
 // Parses TOML text on top of `base` (used by load_config and tests). `origin` names the text
 // in error messages (a file path, "<defaults>").
