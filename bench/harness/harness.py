@@ -73,6 +73,19 @@ def reference_run(run, label):
     return ref
 
 
+def model_vocab_if_smaller(model_dir):
+    """The model's vocab_size when it is smaller than its tokenizer's id range (then prompts go
+    through the native API, folded: client.native), else None (the chat API as is)."""
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    vocab = int(cfg["vocab_size"])
+    tok_path = Path(model_dir) / "tokenizer.json"
+    if not tok_path.exists():
+        return None
+    tok = json.loads(tok_path.read_text())
+    ids = list(tok["model"]["vocab"].values()) + [t["id"] for t in tok.get("added_tokens", [])]
+    return vocab if vocab < max(ids) + 1 else None
+
+
 def one_run(a, url, reference, concurrency, rate, seed, label):
     opt = options(a, a.sessions or (2 * concurrency if concurrency else 16))
     sessions = make_sessions(seed, opt)
@@ -82,7 +95,8 @@ def one_run(a, url, reference, concurrency, rate, seed, label):
     with tqdm(total=total, desc=label + (f" @{concurrency}" if concurrency else ""),
               unit="turn", disable=a.no_progress, file=sys.stderr) as bar:
         run = runner.run(url, sessions, system, reference=reference, concurrency=concurrency,
-                         rate=rate, seed=seed, label=label, timeout=a.timeout, progress=bar)
+                         rate=rate, seed=seed, label=label, timeout=a.timeout, progress=bar,
+                         vocab=a.vocab)
     after = {u: metrics.scrape(u) for u in before}
     delta = {u: metrics.deltas(before[u], after[u]) for u in before}
     return run, delta
@@ -101,6 +115,8 @@ def write_outputs(a, doc, runs, by_level):
 def cmd_run(a):
     if bool(a.concurrency) == bool(a.rate):
         sys.exit("give exactly one of --concurrency N (closed loop) or --rate R (open loop)")
+    if a.vocab is not None and a.vocab < 1:
+        sys.exit("--vocab must be positive")
     run, delta = one_run(a, a.url, a.reference_url, a.concurrency, a.rate, a.seed, a.label)
     s = report.summarize(run, a.slo_ttft_ms, a.slo_itl_ms)
     report.print_summary(s, sys.stdout)
@@ -127,6 +143,10 @@ def settled_canary(urls, timeout=300):
 def cmd_verify(a):
     levels = [int(x) for x in a.concurrency.split(",")]
     a.out.mkdir(parents=True, exist_ok=True)
+    a.vocab = model_vocab_if_smaller(a.model)
+    if a.vocab:
+        print(f"{a.model}: vocabulary {a.vocab} < the tokenizer's; turns go through "
+              "/generate with folded ids", file=sys.stderr)
     common = list(a.set)
     single = servers.Server(a.binary, a.model, "single", common, a.out / "single.log")
     pd = servers.Server(a.binary, a.model, "pd", common + list(a.pd_set), a.out / "pd.log")
@@ -182,6 +202,9 @@ def main(argv=None):
     r.add_argument("--concurrency", type=int, help="closed loop: sessions at a time")
     r.add_argument("--rate", type=float, help="open loop: Poisson session arrivals per second")
     r.add_argument("--label", default="target")
+    r.add_argument("--vocab", type=int, default=None,
+                   help="the model's vocabulary when smaller than the tokenizer's (e.g. 32768 "
+                        "for the small preset): turns go through /generate with folded ids")
     workload_args(r)
     v = sub.add_parser("verify", help="start single and pd on a model and compare them")
     v.add_argument("--model", required=True, type=Path)
