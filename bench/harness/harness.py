@@ -120,6 +120,8 @@ def cmd_run(a):
     run, delta = one_run(a, a.url, a.reference_url, a.concurrency, a.rate, a.seed, a.label)
     s = report.summarize(run, a.slo_ttft_ms, a.slo_itl_ms)
     report.print_summary(s, sys.stdout)
+    for u, d in delta.items():
+        report.print_metric_deltas(u, d, sys.stdout)
     canary = metrics.value(metrics.scrape(a.url), "tandem_verify_divergences_total")
     doc = {"mode": "run", "url": a.url, "reference_url": a.reference_url, "summary": s,
            "metrics_deltas": delta}
@@ -160,6 +162,8 @@ def cmd_verify(a):
             ref = reference_run(run, "single")
             canary_div = metrics.value(delta[pd.url], "tandem_verify_divergences_total")
             report.print_summary(s, sys.stdout)
+            report.print_metric_deltas("pd", delta[pd.url], sys.stdout)
+            report.print_metric_deltas("single", delta[single.url], sys.stdout)
             lines.append(report.verdict_line(s, canary_div))
             levels_doc.append({"concurrency": c, "pd": s,
                                "single": report.summarize(ref, a.slo_ttft_ms, a.slo_itl_ms),
