@@ -6,6 +6,7 @@ separately, the servers' /metrics deltas, a JSON result and PNG plots.
   run     against running servers:
             harness.py run --url http://127.0.0.1:8000 [--reference-url http://127.0.0.1:8001]
                            [--concurrency 8 | --rate 2.0] [--sessions 32] [--out DIR]
+  plot    re-draws the PNGs of a result.json:  harness.py plot harness-out/result.json
   verify  starts `single` (the reference) and `pd` on a model itself, runs the workload at each
           concurrency level against both, compares them session by session, and prints one
           verdict line; exit status 0 only without divergences and failures:
@@ -102,14 +103,31 @@ def one_run(a, url, reference, concurrency, rate, seed, label):
     return run, delta
 
 
+def write_plots(out, runs, by_level):
+    plots.latency_cdfs(runs, out / "latency_cdf.png")
+    plots.throughput_over_time(runs, out / "throughput.png")
+    if by_level:
+        plots.rates_by_concurrency(by_level, out / "divergence_by_concurrency.png")
+
+
 def write_outputs(a, doc, runs, by_level):
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "result.json").write_text(json.dumps(doc, indent=2))
-    plots.latency_cdfs(runs, a.out / "latency_cdf.png")
-    plots.throughput_over_time(runs, a.out / "throughput.png")
-    if by_level:
-        plots.rates_by_concurrency(by_level, a.out / "divergence_by_concurrency.png")
+    doc["by_level"] = [[c, s] for c, s in by_level]
+    doc["runs"] = [runner.run_to_json(r) for r in runs]
+    (a.out / "result.json").write_text(json.dumps(doc))
+    write_plots(a.out, runs, by_level)
     print(f"wrote {a.out}/result.json and PNG plots", file=sys.stderr)
+
+
+def cmd_plot(a):
+    """Re-draws the PNGs of a result.json (its runs keep every turn's timings)."""
+    doc = json.loads(a.result.read_text())
+    out = a.out or a.result.parent
+    out.mkdir(parents=True, exist_ok=True)
+    write_plots(out, [runner.run_from_json(r) for r in doc["runs"]],
+                [(c, s) for c, s in doc.get("by_level", [])])
+    print(f"wrote PNG plots to {out}", file=sys.stderr)
+    return 0
 
 
 def cmd_run(a):
@@ -219,9 +237,12 @@ def main(argv=None):
     v.add_argument("--pd-set", action="append", default=[], metavar="KEY=VALUE",
                    help="config override for the pd server only, e.g. a fault drill")
     workload_args(v)
+    pl = sub.add_parser("plot", help="re-draw the plots of a result.json")
+    pl.add_argument("result", type=Path)
+    pl.add_argument("--out", type=Path, default=None, help="default: next to result.json")
     a = ap.parse_args(argv)
     t0 = time.time()
-    rc = cmd_run(a) if a.cmd == "run" else cmd_verify(a)
+    rc = {"run": cmd_run, "verify": cmd_verify, "plot": cmd_plot}[a.cmd](a)
     print(f"({time.time() - t0:.0f} s)", file=sys.stderr)
     return rc
 

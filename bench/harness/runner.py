@@ -13,11 +13,11 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import requests
 
-from client import chat, first_difference, native
+from client import Result, chat, first_difference, native
 from workload import Conversation
 
 
@@ -121,3 +121,15 @@ def run(url, sessions, system, *, reference=None, concurrency=None, rate=None, s
     out.ended = time.time()
     out.turns.sort(key=lambda t: (t.session, t.step))
     return out
+
+
+def run_to_json(run):
+    """Every turn with its timings, tokens and comparison: enough to re-plot (harness.py plot)."""
+    return asdict(run)
+
+
+def run_from_json(d):
+    turns = [TurnRecord(t["session"], t["step"], t["kind"], Result(**t["result"]),
+                        Result(**t["reference"]) if t["reference"] else None, t["divergence"])
+             for t in d["turns"]]
+    return RunResult(d["label"], d["concurrency"], d["rate"], d["started"], d["ended"], turns)
