@@ -4,12 +4,15 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 
 def _ms_axis(ax):
     """Log-scale milliseconds with plain major labels (1, 10, 100, 1k, 10k) and no minor ones."""
     ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    wide = lo <= 0 or hi / lo > 300  # more than ~2.5 decades: label the decades only
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(
         lambda v, _: f"{v / 1000:g}k" if v >= 1000 else f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
