@@ -240,6 +240,13 @@ status check_relations(const config& cfg) {
                                       "'transport.reconnect_min_ms' = {}",
                                       t.reconnect_max_ms, t.reconnect_min_ms));
     }
+    if (t.peer_timeout_ms <= t.heartbeat_interval_ms) {
+        return make_error(error_code::invalid_argument,
+                          fmt::format("'transport.peer_timeout_ms' = {} must be > "
+                                      "'transport.heartbeat_interval_ms' = {} (a peer gets at "
+                                      "least one PING to answer)",
+                                      t.peer_timeout_ms, t.heartbeat_interval_ms));
+    }
     return status::ok();
 }
 

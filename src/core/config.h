@@ -73,6 +73,8 @@ struct transport_section {
     int64_t reconnect_max_ms = 0;     // >= reconnect_min_ms (checked at load)
     int64_t max_frame_bytes = 0;      // larger incoming frames close the link
     int64_t abort_lease_ms = 0;       // quarantine of an aborted transfer's pages without ABORT_ACK
+    int64_t heartbeat_interval_ms = 0;  // tcp: PING every this often on each ready link
+    int64_t peer_timeout_ms = 0;      // tcp: no PONG this long → the peer is lost (> interval)
     int64_t nccl_device = 0;          // kind = "nccl": CUDA device of this side's pool
     // Fault injection (tests and drills only; transport/tcp.h fault_options). All 0 = off.
     int64_t fault_delay_ms = 0;

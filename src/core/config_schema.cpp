@@ -136,6 +136,14 @@ const std::vector<field>& table() {
          "Pages of an aborted transfer stay quarantined this long when the prefill side never "
          "answers ABORT_ACK.",
          REF(transport.abort_lease_ms), 1, k_int_max),
+        integer("transport", "heartbeat_interval_ms",
+         "tcp: each side PINGs every ready link this often; the peer answers PONG.",
+         REF(transport.heartbeat_interval_ms), 1, k_int_max),
+        integer("transport", "peer_timeout_ms",
+         "tcp: a peer that answered no PING for this long (it stopped reading or writing) is "
+         "declared lost: its link closes, its jobs fail, it is redialed; must be > "
+         "heartbeat_interval_ms.",
+         REF(transport.peer_timeout_ms), 1, k_int_max),
         integer("transport", "nccl_device", "kind = nccl: CUDA device of this side's cache pool.",
          REF(transport.nccl_device), 0, 1023),
         integer("transport", "fault_delay_ms",

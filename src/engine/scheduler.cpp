@@ -400,6 +400,11 @@ void scheduler::poll_remote() {
         if (it == live_.end() || !it->second->transferring()) continue;  // ended meanwhile
         request& r = *it->second;
         if (!res.error.is_ok()) {
+            // Its prefill peer was lost but another is ready: the job goes to that one instead.
+            if (res.cause == release_cause::peer_lost && !remote_->unavailable()) {
+                requeue_transfer(r, res.error.message());
+                continue;
+            }
             end_request(r, request_state::failed, finish_reason::error,
                         res.error.with_context("prefill transfer failed"), "transfer failed",
                         res.cause);
@@ -414,6 +419,19 @@ void scheduler::poll_remote() {
         }
         commit_sampled(r, res.first_token, std::move(res.first_logprobs));
     }
+}
+
+// Back to the front of the queue, as a preemption does; admission sends the job again.
+void scheduler::requeue_transfer(request& r, const std::string& why) {
+    auto it = std::find_if(running_.begin(), running_.end(),
+                           [&r](const auto& p) { return p.get() == &r; });
+    TANDEM_CHECK(it != running_.end());
+    std::unique_ptr<request> owned = std::move(*it);
+    running_.erase(it);
+    release_sequence(r, release_cause::peer_lost);
+    transition(r.state, request_state::queued, "prefill job re-sent: " + why);
+    r.computed = 0;
+    waiting_.push_front(std::move(owned));
 }
 
 static release_cause cause_of_ending(request_state to, const status& err) {

@@ -117,6 +117,7 @@ class scheduler final : public engine {
     void admit();
     bool start_remote(request& r);
     void poll_remote();
+    void requeue_transfer(request& r, const std::string& why);
     void release_sequence(request& r, release_cause cause);
     bool has_local_work() const;
     double now() const { return opt_.clock ? opt_.clock() : monotonic_seconds(); }

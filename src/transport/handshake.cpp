@@ -59,8 +59,11 @@ handshake_state::step handshake_state::on_frame(const frame& f) {
         }
         case control_kind::ping:
             s.reply = frame{control_kind::pong, f.payload};
+            s.heartbeat = true;
             return s;
         case control_kind::pong:
+            s.heartbeat = true;
+            s.answered = true;
             return s;
         default:
             if (f.kind < control_kind::first_protocol_kind || !ready()) {

@@ -18,6 +18,8 @@ public:
         bool dropped = false;         // a protocol frame before the handshake finished
         bool became_ready = false;    // call on_peer_ready
         std::optional<frame> reply;   // send this back (HELLO_ACK, REFUSE, PONG)
+        bool heartbeat = false;       // PING or PONG: liveness only, not counted as traffic
+        bool answered = false;        // a PONG: the peer read our PING and wrote back
         status failure;               // close the link with this reason
     };
     step on_frame(const frame& f);

@@ -64,6 +64,7 @@ tcp_options tcp_options_from_config(const transport_section& t, bool is_prefill,
     // Zero limits mean an unloaded section; the schema's ranges rule them out for loaded ones.
     TANDEM_CHECK(t.reconnect_min_ms >= 1 && t.reconnect_max_ms >= t.reconnect_min_ms);
     TANDEM_CHECK(t.max_frame_bytes >= 4096);
+    TANDEM_CHECK(t.heartbeat_interval_ms >= 1 && t.peer_timeout_ms > t.heartbeat_interval_ms);
     tcp_options o;
     o.name = is_prefill ? "prefill transport" : "decode transport";
     if (is_prefill) {
@@ -77,6 +78,8 @@ tcp_options tcp_options_from_config(const transport_section& t, bool is_prefill,
     o.reconnect_min_ms = t.reconnect_min_ms;
     o.reconnect_max_ms = t.reconnect_max_ms;
     o.max_payload = t.max_frame_bytes;
+    o.heartbeat_interval_ms = t.heartbeat_interval_ms;
+    o.peer_timeout_ms = t.peer_timeout_ms;
     o.faults = fault_options_from_config(t, std::move(storm_frame));
     return o;
 }
@@ -244,10 +247,20 @@ void tcp_impl::drain_inbox() {
 
 void tcp_impl::on_tick() {
     const int64_t now = monotonic_ms();
+    // Timers run before I/O in a loop iteration: after a pause of ours, PONGs may be sitting
+    // unread in the socket. The silence was ours, so the peers' clocks restart.
+    const bool we_paused = last_tick_ms_ > 0 && now - last_tick_ms_ > opt_.heartbeat_interval_ms;
+    last_tick_ms_ = now;
     std::vector<tcp_link*> links;
     for (auto& [id, l] : links_) links.push_back(l);
     for (tcp_link* l : links) {
         if (l->closing) continue;
+        if (l->ready) {
+            // A link we stopped reading (fault injection) cannot hear PONGs: not the peer's fault.
+            if (we_paused || l->stall_until_ms > 0) l->last_answer_ms = now;
+            check_heartbeat(l, now);
+            if (l->closing) continue;
+        }
         if (l->connected && l->hs && l->hs->expired(now)) {
             close_link(l, l->hs->deadline_error(l->name));
             continue;

@@ -5,8 +5,19 @@
 // prefill servers in `peers` and keeps a connection to each, reconnecting with exponential
 // backoff; configured peers keep their peer_id (index + 1) across reconnects, accepted
 // connections get fresh ids. A refused handshake (layout mismatch) is retried only every
-// reconnect_max_ms: it heals when the peer is restarted with a matching config. Progress is reported through a core/liveness heartbeat; if the loop ever exits
-// it is marked dead (invariant 10).
+// reconnect_max_ms: it heals when the peer is restarted with a matching config. Progress is
+// reported through a core/liveness heartbeat; if the loop ever exits it is marked dead
+// (invariant 10).
+//
+// Peer liveness (invariant 12): an open socket proves nothing — a stopped process, a hung host
+// or a dead NIC keeps it open. Each side PINGs every ready link each heartbeat_interval_ms and
+// the other answers PONG from its loop thread (every protocol version does, so this needs no
+// wire change). Only a PONG counts: it shows the peer both read our PING and wrote back, so a
+// peer that stops reading while still writing is caught too. No PONG for peer_timeout_ms closes
+// the link as lost (the usual on_peer_lost, then redial with backoff): the miss count is
+// peer_timeout_ms / heartbeat_interval_ms. When this loop itself did not run for longer than an
+// interval (this process was stopped or starved), the silence was ours: every peer's clock
+// restarts instead of blaming it.
 //
 // Outgoing bytes are queued in libuv without a bound: callers back-pressure at the request level
 // (the scheduler limits in-flight transfers, invariant 11).
@@ -45,6 +56,10 @@ struct tcp_options {
     int64_t reconnect_min_ms = 50;   // first retry delay; doubles up to reconnect_max_ms
     int64_t reconnect_max_ms = 2000;
     int64_t max_payload = k_default_max_payload;  // larger frames are garbage: link closed
+    // Liveness of ready links: a PING every heartbeat_interval_ms; a peer that answered none
+    // (no PONG) for peer_timeout_ms stopped reading or writing and is declared lost.
+    int64_t heartbeat_interval_ms = 1000;
+    int64_t peer_timeout_ms = 5000;
     fault_options faults;
     std::shared_ptr<heartbeat> beat;  // optional supervision
 };

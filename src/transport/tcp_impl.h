@@ -36,7 +36,9 @@ struct tcp_link {
     bool closing = false;
     bool stalled_once = false;
     int64_t stall_until_ms = 0;  // > 0 while stalled by fault injection
-    int64_t frames_seen = 0;     // in + out, for drop_after_frames
+    int64_t frames_seen = 0;     // in + out, for drop_after_frames (heartbeats not counted)
+    int64_t last_answer_ms = 0;  // ready links: when the peer last answered a PING (or got ready)
+    int64_t next_ping_ms = 0;
     std::deque<std::pair<int64_t, std::vector<std::byte>>> delayed;  // (due ms, frame bytes)
     std::vector<char> read_buf;
 };
@@ -77,7 +79,8 @@ struct tcp_impl final : tcp_transport {
     void pump_frames(tcp_link* l);
     void handle_frame(tcp_link* l, frame&& f);
     void send_on(tcp_link* l, std::vector<std::byte> bytes, bool protocol);
-    void write_now(tcp_link* l, std::vector<std::byte> bytes);
+    void write_now(tcp_link* l, std::vector<std::byte> bytes, bool counted = true);
+    void check_heartbeat(tcp_link* l, int64_t now);
     void count_frame(tcp_link* l);
     void maybe_stall(tcp_link* l, int64_t now);
     void close_link(tcp_link* l, const status& why);
@@ -103,6 +106,7 @@ struct tcp_impl final : tcp_transport {
     std::mt19937_64 rng_;
     uint64_t storm_count_ = 0;
     bool stopping_loop_ = false;  // loop thread: shutting down, no events any more
+    int64_t last_tick_ms_ = 0;    // loop thread: to tell our own pauses from silent peers
 
     // Shared with caller threads.
     std::mutex inbox_mu_;

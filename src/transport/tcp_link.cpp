@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "transport/tcp_impl.h"
+#include "transport/wire.h"
 
 namespace tandem::transport {
 
@@ -76,7 +77,9 @@ void tcp_impl::pump_frames(tcp_link* l) {
                                                  l->name, frame_error_name(e))));
             return;
         }
+        const bool heartbeat = f.kind == control_kind::ping || f.kind == control_kind::pong;
         handle_frame(l, std::move(f));
+        if (heartbeat) continue;  // liveness only: fault counters see the same traffic as before
         count_frame(l);
         maybe_stall(l, monotonic_ms());
     }
@@ -88,7 +91,8 @@ void tcp_impl::handle_frame(tcp_link* l, frame&& f) {
         if (s.deliver) st.frames_received += 1;
         if (s.dropped) st.frames_dropped += 1;
     });
-    if (s.reply) write_now(l, encode_frame(*s.reply));
+    if (s.answered) l->last_answer_ms = monotonic_ms();
+    if (s.reply) write_now(l, encode_frame(*s.reply), !s.heartbeat);
     if (!s.failure.is_ok()) {
         close_link(l, s.failure);
         return;
@@ -96,6 +100,8 @@ void tcp_impl::handle_frame(tcp_link* l, frame&& f) {
     if (l->closing) return;  // the reply itself ended the link (fault injection, write error)
     if (s.became_ready) {
         l->ready = true;
+        l->last_answer_ms = monotonic_ms();
+        l->next_ping_ms = l->last_answer_ms + opt_.heartbeat_interval_ms;
         if (l->remote >= 0) remotes_[l->remote].backoff_ms = opt_.reconnect_min_ms;
         {
             std::lock_guard lock(stats_mu_);
@@ -127,7 +133,7 @@ void tcp_impl::send_on(tcp_link* l, std::vector<std::byte> bytes, bool protocol)
     }
 }
 
-void tcp_impl::write_now(tcp_link* l, std::vector<std::byte> bytes) {
+void tcp_impl::write_now(tcp_link* l, std::vector<std::byte> bytes, bool counted) {
     if (l->closing) return;
     auto* w = new write_req();
     w->data = std::move(bytes);
@@ -155,7 +161,24 @@ void tcp_impl::write_now(tcp_link* l, std::vector<std::byte> bytes) {
         s.bytes_sent += n;
         s.frames_sent += 1;
     });
-    count_frame(l);
+    if (counted) count_frame(l);
+}
+
+// Called every tick for a ready link: PING when due; a peer silent for peer_timeout_ms is lost.
+void tcp_impl::check_heartbeat(tcp_link* l, int64_t now) {
+    if (now - l->last_answer_ms >= opt_.peer_timeout_ms) {
+        close_link(l, make_error(error_code::unavailable,
+                                 fmt::format("{} answered no heartbeat for {} ms "
+                                             "(transport.peer_timeout_ms = {}): declared lost",
+                                             l->name, now - l->last_answer_ms,
+                                             opt_.peer_timeout_ms)));
+        return;
+    }
+    if (now < l->next_ping_ms) return;
+    l->next_ping_ms = now + opt_.heartbeat_interval_ms;
+    std::vector<std::byte> nonce;
+    wire_writer(nonce).u64(static_cast<uint64_t>(now));
+    write_now(l, encode_frame(frame{control_kind::ping, std::move(nonce)}), /*counted=*/false);
 }
 
 void tcp_impl::count_frame(tcp_link* l) {

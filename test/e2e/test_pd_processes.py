@@ -295,7 +295,8 @@ def test_decode_waits_for_its_prefill_and_answers_503_meanwhile(start_tandem, si
         s.bind(("127.0.0.1", 0))
         free_port = s.getsockname()[1]
     decode = start_decode(start_tandem, free_port)
-    time.sleep(0.5)
+    # Loading the model takes what it takes on a loaded machine; then it must say why it waits.
+    assert wait_until(lambda: "starting" not in health(decode)[1], 120), health(decode)
     code, text = health(decode)
     assert code == 503 and "prefill peer" in json.loads(text)["error"]["message"], text
     for path, body in [("/generate", {"input_ids": [0, 1, 2]}),

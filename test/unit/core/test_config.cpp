@@ -215,3 +215,18 @@ TEST_CASE("config: reconnect_max_ms below reconnect_min_ms is a load error namin
     src.set_overrides = {"transport.reconnect_min_ms=300", "transport.reconnect_max_ms=300"};
     CHECK(load_config(src));
 }
+
+TEST_CASE("config: peer_timeout_ms must exceed heartbeat_interval_ms; the error names both") {
+    config_sources src;
+    auto d = load_config(src);
+    REQUIRE(d);
+    CHECK(d->transport.heartbeat_interval_ms == 1000);
+    CHECK(d->transport.peer_timeout_ms == 5000);
+    src.set_overrides = {"transport.heartbeat_interval_ms=500", "transport.peer_timeout_ms=500"};
+    auto cfg = load_config(src);
+    REQUIRE_FALSE(cfg);
+    CHECK(contains(cfg.error().message(), "transport.peer_timeout_ms"));
+    CHECK(contains(cfg.error().message(), "transport.heartbeat_interval_ms"));
+    src.set_overrides = {"transport.heartbeat_interval_ms=100", "transport.peer_timeout_ms=101"};
+    CHECK(load_config(src));
+}

@@ -154,7 +154,7 @@ class squeezable_capacity final : public capacity {
 struct coverage {
     int64_t preemptions = 0, late_end_events = 0, queue_timeouts = 0, transfer_deadlines = 0,
             peer_losses = 0, model_failures = 0, shutdowns = 0, aborted = 0, api_stops = 0,
-            finished_alone = 0, refused = 0;
+            finished_alone = 0, refused = 0, resent = 0;
 };
 
 struct planned_request {
@@ -170,6 +170,7 @@ struct run_record {
     std::map<request_id, int> ended;  // on_ended calls per request
     std::vector<std::string> violations;
     int64_t accepted = 0;
+    int64_t resent = 0;  // transfers re-sent after their peer was lost
     int64_t finals() {
         int64_t n = 0;
         for (auto& c : cols) {
@@ -184,10 +185,12 @@ struct run_record {
 // one terminal state, and its final fields must agree with that state.
 void check_history(const request& r, run_record& rec) {
     std::string bad;
+    int64_t resent = 0;
     request_state at = request_state::queued;
     for (const state_change& c : r.state.history) {
         if (c.from != at) bad = "history is not a chain";
         if (!can_transition(c.from, c.to)) bad = "illegal edge";
+        if (c.reason.rfind("prefill job re-sent", 0) == 0) resent += 1;
         at = c.to;
     }
     if (!is_terminal(at) || at != r.state.state) bad = "does not end in its terminal state";
@@ -198,6 +201,7 @@ void check_history(const request& r, run_record& rec) {
         (at == request_state::failed && r.reason == finish_reason::error && !r.error.is_ok());
     if (!reason_ok) bad = "final reason disagrees with the state";
     std::lock_guard lock(rec.mu);
+    rec.resent += resent;
     if (++rec.ended[r.id] > 1) bad = "ended twice";
     if (!bad.empty()) rec.violations.push_back(fmt::format("request {}: {}", r.id, bad));
 }
@@ -312,11 +316,12 @@ void run_schedule(uint64_t seed, coverage& cov) {
                     remote->fail(id, error_code::deadline_exceeded, release_cause::deadline);
                 }
             }
-            if (roll(p_event / 4)) {  // peer loss: its jobs fail, new ones cannot start for a while
+            if (roll(p_event / 4)) {  // peer loss: its jobs fail; with another peer ready they
+                                      // are re-sent, else new ones cannot start for a while
                 for (request_id id : remote->job_ids()) {
                     remote->fail(id, error_code::unavailable, release_cause::peer_lost);
                 }
-                remote->set_down(true);
+                remote->set_down(roll(0.5));
             } else if (roll(0.3)) {
                 remote->set_down(false);
             }
@@ -380,6 +385,7 @@ void run_schedule(uint64_t seed, coverage& cov) {
     cov.preemptions += st.preemptions;
     cov.late_end_events += st.late_end_events;
     cov.refused += refused;
+    cov.resent += rec.resent;
 }
 
 }  // namespace
@@ -391,10 +397,10 @@ TEST_CASE("scheduler lifecycle: random end-event schedules end every request exa
     for (int64_t i = 0; i < runs; ++i) run_schedule(first + static_cast<uint64_t>(i), cov);
     MESSAGE(fmt::format("{} runs: {} preemptions, {} late end events, {} queue timeouts, {} "
                         "transfer failures, {} model-step failures, {} shut down, {} aborted, "
-                        "{} API stops, {} finished alone, {} refused at submit",
+                        "{} API stops, {} finished alone, {} refused at submit, {} re-sent",
                         runs, cov.preemptions, cov.late_end_events, cov.queue_timeouts,
                         cov.transfer_deadlines, cov.model_failures, cov.shutdowns, cov.aborted,
-                        cov.api_stops, cov.finished_alone, cov.refused));
+                        cov.api_stops, cov.finished_alone, cov.refused, cov.resent));
     if (runs >= 1000) {
         CHECK(cov.preemptions > 0);
         CHECK(cov.late_end_events > 0);
@@ -406,5 +412,6 @@ TEST_CASE("scheduler lifecycle: random end-event schedules end every request exa
         CHECK(cov.api_stops > 0);
         CHECK(cov.finished_alone > 0);
         CHECK(cov.refused > 0);
+        CHECK(cov.resent > 0);
     }
 }

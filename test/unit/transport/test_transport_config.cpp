@@ -30,7 +30,8 @@ transport_section every_key_set() {
                         "transport.fault_stall_ms=40", "transport.fault_stall_after_frames=5",
                         "transport.fault_drop_after_frames=60",
                         "transport.fault_corrupt_probability=0.125",
-                        "transport.fault_abort_storm=2", "transport.fault_seed=99"});
+                        "transport.fault_abort_storm=2", "transport.fault_seed=99",
+                        "transport.heartbeat_interval_ms=125", "transport.peer_timeout_ms=750"});
 }
 
 }  // namespace
@@ -48,6 +49,8 @@ TEST_CASE("transport config: tcp_options_from_config maps every [transport] key"
     CHECK(p.reconnect_min_ms == 9);
     CHECK(p.reconnect_max_ms == 900);
     CHECK(p.max_payload == 1048576);
+    CHECK(p.heartbeat_interval_ms == 125);
+    CHECK(p.peer_timeout_ms == 750);
     CHECK(p.faults.delay_ms == 3);
     CHECK(p.faults.stall_ms == 40);
     CHECK(p.faults.stall_after_frames == 5);
@@ -71,6 +74,9 @@ TEST_CASE("transport config: the shipped defaults give the transport's own defau
     CHECK(o.reconnect_min_ms == built_in.reconnect_min_ms);
     CHECK(o.reconnect_max_ms == built_in.reconnect_max_ms);
     CHECK(o.max_payload == k_default_max_payload);
+    CHECK(o.heartbeat_interval_ms == built_in.heartbeat_interval_ms);
+    CHECK(o.peer_timeout_ms == built_in.peer_timeout_ms);
+    CHECK(o.peer_timeout_ms == 5000);
     CHECK(o.faults.delay_ms == 0);
     CHECK(o.faults.stall_ms == 0);
     CHECK(o.faults.drop_after_frames == 0);
