@@ -50,7 +50,15 @@ if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=release >/dev/null
 fi
 say "building"
-ninja -C build -j"$(nproc)" | tail -n 1
+# Ninja writes one "[N/M] ..." line per step. Show a line per tenth of the build (and every
+# compiler message) so a long build visibly moves without flooding CI logs.
+ninja -C build -j"$(nproc)" | awk '
+  /^\[[0-9]+\/[0-9]+\]/ {
+    split(substr($1, 2), n, "/"); pct = int(100 * n[1] / n[2])
+    if (pct >= shown) { printf "    %3d%% (%d/%d steps)\n", pct, n[1], n[2]; fflush(); shown = pct - pct % 10 + 10 }
+    next
+  }
+  { print; fflush() }'
 
 # --- Default model -----------------------------------------------------------------------------
 if [ -x tools/setup_model.sh ]; then tools/setup_model.sh; fi

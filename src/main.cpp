@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "model/make_model_command.h"
+#include "topo/deployment.h"
 #include "tandem_build_config.h"
 
 namespace {
@@ -40,6 +41,8 @@ int main(int argc, char** argv) {
     result<config> cfg = load_config(opt->sources);
     if (!cfg) return fail_usage(cfg.error().message());
     if (opt->print_config) {
+        // What serving would refuse is refused here too (the same checks, the same exit code).
+        if (status st = topo::validate_topology(*cfg); !st) return fail_usage(st.message());
         std::fputs(config_to_toml(*cfg).c_str(), stdout);
         return 0;
     }

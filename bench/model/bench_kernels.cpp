@@ -2,7 +2,8 @@
 // divided by a ceiling measured in the same run (machine_limits.h):
 //   GEMV (1 row, matrix far larger than the caches): weight bytes read per second ÷ read bandwidth
 //   GEMM (--rows rows, matrix of a few MB):           FLOP/s ÷ FMA peak
-// Best of --rounds rounds, interleaved over the forms (the dev machines are shared and noisy).
+// Best of --rounds rounds (3 GEMV and 5 GEMM calls each), interleaved over the forms (the dev
+// machines are shared and noisy).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -107,19 +108,23 @@ int main(int argc, char** argv) {
                 owned_matrix big(forms[f], out, K);
                 std::vector<float> y(static_cast<size_t>(out));
                 tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);  // touch once
-                const auto t0 = clock_type::now();
-                tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);
                 gemv_bytes[f] = double(big.stored_bytes());
-                gemv_best[f] = std::max(gemv_best[f], gemv_bytes[f] / seconds_since(t0));
+                for (int rep = 0; rep < 3; ++rep) {
+                    const auto t0 = clock_type::now();
+                    tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);
+                    gemv_best[f] = std::max(gemv_best[f], gemv_bytes[f] / seconds_since(t0));
+                }
             }
             {
                 const int64_t out = 4096;
                 owned_matrix mid(forms[f], out, K);
                 std::vector<float> y(static_cast<size_t>(rows * out));
                 tandem::cpu::linear(pool, x.data(), rows, K, mid.m, y.data(), out);
-                const auto t0 = clock_type::now();
-                tandem::cpu::linear(pool, x.data(), rows, K, mid.m, y.data(), out);
-                gemm_best[f] = std::max(gemm_best[f], 2.0 * double(rows * out * K) / seconds_since(t0));
+                for (int rep = 0; rep < 5; ++rep) {
+                    const auto t0 = clock_type::now();
+                    tandem::cpu::linear(pool, x.data(), rows, K, mid.m, y.data(), out);
+                    gemm_best[f] = std::max(gemm_best[f], 2.0 * double(rows * out * K) / seconds_since(t0));
+                }
             }
         }
     }

@@ -4,6 +4,7 @@
 
 #include <ctime>
 
+#include "api/chat_pipeline.h"
 #include "api/choice_session.h"
 #include "api/event_json.h"
 #include "api/generation_options.h"
@@ -64,6 +65,9 @@ public:
         std::string content, reasoning;
         std::vector<tool_call_out> calls;
         std::vector<engine::position_logprobs> logprobs;
+        // Streaming: logprobs of tokens whose text has not been sent yet. They ride in the
+        // chunk that carries that text (the detokenizer and parser may hold text back).
+        std::vector<engine::position_logprobs> pending_logprobs;
         engine::finish_reason reason = engine::finish_reason::none;
         bool stopped_by_string = false;
         int64_t prompt_tokens = 0, completion_tokens = 0;
@@ -107,27 +111,34 @@ private:
         }
     }
 
+    // A streamed delta, with the logprobs of the tokens that produced it.
+    void write_text_delta(size_t c, const std::function<void(json_writer&)>& delta) {
+        choice_state& s = state[c];
+        write_delta(c, delta, &s.pending_logprobs, nullptr);
+        s.pending_logprobs.clear();
+    }
+
     void apply(size_t c, std::vector<text::output_event>& events) {
         choice_state& s = state[c];
         for (auto& ev : events) {
             switch (ev.type) {
                 case text::output_event::kind::reasoning:
                     s.reasoning += ev.text;
-                    if (stream) write_delta(c, [&](json_writer& w) { w.key("reasoning_content").value(ev.text); }, nullptr, nullptr);
+                    if (stream) write_text_delta(c, [&](json_writer& w) { w.key("reasoning_content").value(ev.text); });
                     break;
                 case text::output_event::kind::content:
                     s.content += ev.text;
-                    if (stream) write_delta(c, [&](json_writer& w) { w.key("content").value(ev.text); }, nullptr, nullptr);
+                    if (stream) write_text_delta(c, [&](json_writer& w) { w.key("content").value(ev.text); });
                     break;
                 case text::output_event::kind::tool_call: {
                     tool_call_out call{fmt::format("call_{}_{}_{}", http_id, c, ev.tool_index),
                                        ev.tool_name, ev.arguments};
                     if (stream) {
-                        write_delta(c, [&](json_writer& w) {
+                        write_text_delta(c, [&](json_writer& w) {
                             w.key("tool_calls").begin_array();
                             write_tool_call(w, ev.tool_index, call, true);
                             w.end_array();
-                        }, nullptr, nullptr);
+                        });
                     }
                     s.calls.push_back(std::move(call));
                     break;
@@ -152,11 +163,8 @@ private:
             }
         }
         if (opts.sampling.logprobs >= 0) {
-            if (stream && !ev.logprobs.empty()) {
-                write_delta(c, [](json_writer&) {}, &ev.logprobs, nullptr);
-            } else {
-                s.logprobs.insert(s.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
-            }
+            auto& into = stream ? s.pending_logprobs : s.logprobs;
+            into.insert(into.end(), ev.logprobs.begin(), ev.logprobs.end());
         }
         if (ev.finished) {
             if (!s.stopped_by_string) s.parser->push(s.text->finish(), &events);
@@ -168,9 +176,12 @@ private:
         apply(c, events);
         if (ev.finished && stream) {
             if (s.reason == engine::finish_reason::error) {
-                out.write(sse_data(http::error_body(s.error.message(), "internal_error", 500)));
+                out.write(sse_data(http::error_body(s.error.message(), "internal_error")));
             }
-            write_delta(c, [](json_writer&) {}, nullptr, finish_reason_of(s), s.parser->malformed());
+            // Tokens that produced no text (EOS, a hidden stop token) end with the last chunk.
+            write_delta(c, [](json_writer&) {}, &s.pending_logprobs, finish_reason_of(s),
+                        s.parser->malformed());
+            s.pending_logprobs.clear();
         }
     }
 
@@ -218,17 +229,6 @@ private:
     }
 };
 
-std::vector<std::string> tool_names(const text::chat_request& chat) {
-    std::vector<std::string> names;
-    simdjson::dom::parser parser;
-    for (const std::string& fn : chat.tools) {
-        simdjson::dom::element doc;
-        std::string_view name;
-        if (!parser.parse(fn).get(doc) && !doc["name"].get(name)) names.emplace_back(name);
-    }
-    return names;
-}
-
 }  // namespace
 
 void handle_chat_completions(app_state& app, const http::request& req, const http::responder& out) {
@@ -242,36 +242,21 @@ void handle_chat_completions(app_state& app, const http::request& req, const htt
     if (status st = check_model_name(app, opts->model); !st) return send_status_error(out, st);
     auto chat = text::chat_request_from_openai_json(req.body);
     if (!chat) return send_status_error(out, chat.error());
-    auto prompt = text::render_chat(*chat);
-    if (!prompt) return send_status_error(out, prompt.error());
     auto tok = app.tokenizer();
-    auto ids = text::tokenize_prompt(*prompt, *tok);
-    if (!ids) return send_status_error(out, ids.error());
+    auto pipeline = prepare_chat(*chat, *opts, *tok, *e);
+    if (!pipeline) return send_status_error(out, pipeline.error());
 
     auto session = std::make_shared<chat_session>();
     session->bind(app, req, out, opts->stream, "chatcmpl-");
     session->opts = *opts;
     session->tok = tok;
-    bool with_tools = !chat->tools.empty() && chat->tool_choice != text::tool_choice_kind::none;
-    text::output_parser_options popts;
-    popts.starts_in_reasoning = prompt->generation_starts_in_reasoning;
-    popts.starts_in_tool_calls = with_tools && (chat->tool_choice == text::tool_choice_kind::required ||
-                                                chat->tool_choice == text::tool_choice_kind::named);
-    if (with_tools) {
-        popts.check_tool_names = true;
-        popts.tool_names = tool_names(*chat);
-    }
-    std::vector<int32_t> hidden = opts->sampling.stop_token_ids;
-    hidden.push_back(e->eos_token_id());
     std::vector<engine::submit_request> subs;
     for (int64_t i = 0; i < opts->n; ++i) {
         chat_session::choice_state s;
-        // The parser needs <think>, </think> and the DSML markup; other specials never show.
-        s.text = std::make_unique<choice_text>(tok, text::special_token_policy::markup_only,
-                                               opts->stop, hidden);
-        s.parser = std::make_unique<text::output_parser>(popts);
+        s.text = pipeline->make_text(tok);
+        s.parser = pipeline->make_parser();
         session->state.push_back(std::move(s));
-        subs.push_back(make_submit(*ids, *opts, i, req.request_id, *e));
+        subs.push_back(make_submit(pipeline->prompt_ids, *opts, i, req.request_id, *e));
     }
     if (status st = session->submit_all(*e, std::move(subs)); !st) return send_status_error(out, st);
     session->open();

@@ -31,6 +31,7 @@ public:
     // End of generation: flushes what was held back (unless a stop string was hit).
     std::string finish();
     bool stopped() const { return stops_.stopped(); }
+    const std::string& matched_stop() const { return stops_.matched(); }
 
 private:
     text::stream_detokenizer detok_;

@@ -95,16 +95,23 @@ private:
         std::string delta;
         bool first = s.prompt_tokens == 0;
         s.prompt_tokens = ev.prompt_tokens;
-        s.completion_tokens = ev.completion_tokens;
+        // echo_only: the engine generates one token (it always does) that nobody asked for;
+        // it is dropped with its logprobs and not counted.
+        s.completion_tokens = opts.echo_only ? 0 : ev.completion_tokens;
         if (first && opts.echo) delta += s.prompt_text;
         bool want_lp = opts.sampling.logprobs >= 0;
         legacy_logprobs chunk_lp;
         if (want_lp) {
             legacy_logprobs& target = stream ? chunk_lp : s.logprobs;
             if (first && opts.echo) append_logprobs(target, *tok, ev.prompt_logprobs, &s.offset, true);
-            append_logprobs(target, *tok, ev.logprobs, &s.offset, false);
+            if (!opts.echo_only) append_logprobs(target, *tok, ev.logprobs, &s.offset, false);
         }
-        if (!s.stopped_by_string) {
+        if (opts.echo_only) {
+            if (ev.finished) {
+                s.reason = ev.reason == engine::finish_reason::error ? ev.reason : engine::finish_reason::length;
+                s.error = ev.error;
+            }
+        } else if (!s.stopped_by_string) {
             bool hit = false;
             delta += s.text->push(ev.tokens, &hit);
             if (hit) {
@@ -112,7 +119,7 @@ private:
                 stop_choice(c);
             }
         }
-        if (ev.finished) {
+        if (ev.finished && !opts.echo_only) {
             if (!s.stopped_by_string) delta += s.text->finish();
             s.reason = s.stopped_by_string ? engine::finish_reason::stop : ev.reason;
             if (ev.reason == engine::finish_reason::error) s.error = ev.error;
@@ -138,7 +145,7 @@ private:
         w.end_object().end_array().end_object();
         out.write(sse_data(w.str()));
         if (finished && finished->reason == engine::finish_reason::error) {
-            out.write(sse_data(http::error_body(finished->error.message(), "internal_error", 500)));
+            out.write(sse_data(http::error_body(finished->error.message(), "internal_error")));
         }
     }
 
@@ -239,6 +246,7 @@ void handle_completions(app_state& app, const http::request& req, const http::re
             if (opts->echo) s.prompt_text = tok->decode(prompt).value();
             session->state.push_back(std::move(s));
             subs.push_back(make_submit(prompt, *opts, i, req.request_id, *e));
+            if (opts->echo_only) subs.back().params.max_tokens = 1;
         }
     }
     if (status st = session->submit_all(*e, std::move(subs)); !st) return send_status_error(out, st);

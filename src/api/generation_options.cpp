@@ -11,11 +11,25 @@ namespace {
 using simdjson::dom::element;
 using simdjson::dom::object;
 
-status bad(std::string message) { return make_error(error_code::invalid_argument, std::move(message)); }
+// Every message here starts with the quoted field ("'top_p' must be ..."), which is also the
+// error's OpenAI `param`.
+status bad(std::string message) {
+    std::string param;
+    if (message.size() > 1 && message[0] == '\'') param = message.substr(1, message.find('\'', 1) - 1);
+    return make_error(error_code::invalid_argument, std::move(message)).with_param(std::move(param));
+}
+status bad_field(std::string field, std::string message) {
+    return make_error(error_code::invalid_argument, std::move(message)).with_param(std::move(field));
+}
+
+// DeepSeek's API words range errors so; tandem uses its wording where the ranges agree.
+status out_of_range(const char* field, const std::string& range) {
+    return bad_field(field, fmt::format("Invalid {0} value, the valid range of {0} is {1}", field, range));
+}
 
 // Reads an optional number field into `out`, checking [lo, hi]. Integers are accepted.
 status read_number(const object& body, const char* field, double lo, double hi, double* out,
-                   bool* present = nullptr) {
+                   bool* present = nullptr, const char* range_text = nullptr) {
     element e;
     if (body[field].get(e)) return status::ok();
     if (e.is_null()) return status::ok();
@@ -30,7 +44,7 @@ status read_number(const object& body, const char* field, double lo, double hi, 
         return bad(fmt::format("'{}' must be a number", field));
     }
     if (!std::isfinite(v) || v < lo || v > hi) {
-        return bad(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, v));
+        return out_of_range(field, range_text ? std::string(range_text) : fmt::format("[{}, {}]", lo, hi));
     }
     *out = v;
     if (present) *present = true;
@@ -51,7 +65,7 @@ status read_integer(const object& body, const char* field, int64_t lo, int64_t h
     } else {
         return bad(fmt::format("'{}' must be an integer", field));
     }
-    if (v < lo || v > hi) return bad(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, v));
+    if (v < lo || v > hi) return out_of_range(field, fmt::format("[{}, {}]", lo, hi));
     *out = v;
     if (present) *present = true;
     return status::ok();
@@ -71,7 +85,10 @@ status read_stop(const object& body, std::vector<std::string>* out) {
     auto add = [&](element s, std::string_view where) -> status {
         if (!s.is_string()) return bad(fmt::format("'{}' must be a string", where));
         std::string_view v = s.get_string().value();
-        if (v.empty()) return bad(fmt::format("'{}' must not be empty", where));
+        if (v.empty()) {
+            return bad_field(std::string(where), fmt::format("Invalid '{}': empty string. Expected a string with minimum "
+                                                             "length 1, but got an empty string instead.", where));
+        }
         out->emplace_back(v);
         return status::ok();
     };
@@ -82,7 +99,7 @@ status read_stop(const object& body, std::vector<std::string>* out) {
     for (element s : items) {
         TANDEM_RETURN_IF_ERROR(add(s, fmt::format("stop[{}]", i++)));
     }
-    if (out->size() > 16) return bad("'stop' may hold at most 16 strings");
+    if (out->size() > 16) return bad_field("stop", fmt::format("Stop string array too long: {}", out->size()));
     return status::ok();
 }
 
@@ -118,7 +135,8 @@ status read_logprobs(const object& body, api_kind kind, engine::sampling_params*
     bool top_given = false;
     TANDEM_RETURN_IF_ERROR(read_integer(body, "top_logprobs", 0, 20, &top, &top_given));
     if (top_given && !want && kind == api_kind::chat) {
-        return bad("'top_logprobs' requires 'logprobs': true");
+        return bad_field("top_logprobs", "Invalid top_logprobs and logprobs value, logprobs must be set to true if "
+                                         "top_logprobs is used.");
     }
     p->logprobs = want ? static_cast<int32_t>(top) : -1;
     return status::ok();
@@ -136,8 +154,8 @@ result<generation_options> parse_generation_options(const object& body, api_kind
         o.model = std::string(e.get_string().value());
     }
     TANDEM_RETURN_IF_ERROR(read_number(body, "temperature", 0.0, 2.0, &p.temperature));
-    TANDEM_RETURN_IF_ERROR(read_number(body, "top_p", 0.0, 1.0, &p.top_p));
-    if (p.top_p <= 0.0) return bad("'top_p' must be in (0, 1]");
+    TANDEM_RETURN_IF_ERROR(read_number(body, "top_p", 0.0, 1.0, &p.top_p, nullptr, "(0, 1.0]"));
+    if (p.top_p <= 0.0) return out_of_range("top_p", "(0, 1.0]");
     TANDEM_RETURN_IF_ERROR(read_integer(body, "top_k", -1, 1 << 30, &p.top_k));
     if (p.top_k < 0) p.top_k = 0;  // -1 means off, as in vLLM
     TANDEM_RETURN_IF_ERROR(read_number(body, "min_p", 0.0, 1.0, &p.min_p));
@@ -152,7 +170,10 @@ result<generation_options> parse_generation_options(const object& body, api_kind
 
     int64_t max_tokens = default_max_tokens;
     bool given = false;
-    TANDEM_RETURN_IF_ERROR(read_integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max(),
+    // Legacy completions take max_tokens 0 with echo: score the prompt, generate nothing (the
+    // loglikelihood request of evaluation harnesses).
+    const int64_t least = kind == api_kind::completion ? 0 : 1;
+    TANDEM_RETURN_IF_ERROR(read_integer(body, "max_tokens", least, std::numeric_limits<int32_t>::max(),
                                         &max_tokens, &given));
     bool given_new = false;
     TANDEM_RETURN_IF_ERROR(read_integer(body, "max_completion_tokens", 1,
@@ -175,6 +196,8 @@ result<generation_options> parse_generation_options(const object& body, api_kind
     if (kind == api_kind::completion) {
         TANDEM_RETURN_IF_ERROR(read_bool(body, "echo", &o.echo));
         if (o.echo && p.logprobs >= 0) p.prompt_logprobs = true;
+        if (p.max_tokens == 0 && !o.echo) return bad("'max_tokens' may be 0 only with 'echo': true");
+        o.echo_only = p.max_tokens == 0;
     }
     if (o.stream && o.n > 1 && kind == api_kind::native) return bad("'n' > 1 cannot stream here");
     return o;

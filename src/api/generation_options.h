@@ -25,6 +25,7 @@ struct generation_options {
     bool include_usage = false;      // stream_options.include_usage
     std::vector<std::string> stop;   // stop strings (not included in the output)
     bool echo = false;               // completions: prepend the prompt (and its logprobs)
+    bool echo_only = false;          // completions: max_tokens 0 with echo; sampling.max_tokens is 0
     bool skip_special_tokens = true;
     bool max_tokens_given = false;   // absent: the context limit bounds generation
 };

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "api/routes.h"
+#include "text/json_value.h"
 
 namespace tandem::api {
 
@@ -13,6 +14,14 @@ result<simdjson::dom::element> parse_json_object(simdjson::dom::parser& parser,
     }
     simdjson::dom::element doc;
     auto err = parser.parse(req.body).get(doc);
+    if (err == simdjson::NUMBER_ERROR) {
+        // simdjson refuses integers beyond 64 bits, which JSON (and DeepSeek's API, in tool
+        // schemas) allows. The full parser keeps them; written back they read as floats, the
+        // way serde_json reads them.
+        if (auto full = text::json_parse(req.body)) {
+            err = parser.parse(text::json_dump(*full, text::json_number_style::recipe)).get(doc);
+        }
+    }
     if (err) {
         return make_error(error_code::invalid_argument,
                           fmt::format("request body is not valid JSON: {}", simdjson::error_message(err)));

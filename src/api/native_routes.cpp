@@ -74,7 +74,7 @@ struct generate_session {
 
     void deliver_chunk(const engine::token_event& ev) {
         if (ev.finished && ev.reason == engine::finish_reason::error) {
-            out.write(sse_data(http::error_body(ev.error.message(), "internal_error", 500)));
+            out.write(sse_data(http::error_body(ev.error.message(), "internal_error")));
         } else {
             json_writer w;
             w.begin_object().key("id").value(http_id).key("output_ids").begin_array();
@@ -120,19 +120,25 @@ struct generate_session {
 
 }  // namespace
 
-engine::engine* engine_or_503(app_state& app, const http::responder& out) {
+result<engine::engine*> serving_engine(const app_state& app) {
     engine::engine* e = app.engine();
     topo::deployment* d = app.deployment();
     if (!e && d != nullptr && app.state() == serving_state::serving) {
-        http::send_error(out, 503, d->no_engine_reason(), "unavailable_error");
-        return nullptr;
+        return make_error(error_code::unavailable, d->no_engine_reason());
     }
     if (!e || app.state() != serving_state::serving) {
-        http::send_error(out, 503, "the model is not ready: " + app.state_detail(),
-                         "unavailable_error", {{"Retry-After", "1"}});
-        return nullptr;
+        return make_error(error_code::unavailable, "the model is not ready: " + app.state_detail());
     }
     return e;
+}
+
+engine::engine* engine_or_503(app_state& app, const http::responder& out) {
+    auto e = serving_engine(app);
+    if (!e) {
+        send_status_error(out, e.error());
+        return nullptr;
+    }
+    return *e;
 }
 
 void handle_generate(app_state& app, const http::request& req, const http::responder& out) {
@@ -224,8 +230,7 @@ void handle_health_generate(app_state& app, const http::request& req, const http
     sub.sink = [p, answer](engine::token_event&& ev) {
         if (!ev.finished) return;
         if (ev.reason == engine::finish_reason::error || ev.completion_tokens != 1) {
-            answer(503, http::error_body("health generation failed: " + ev.error.message(),
-                                         "unavailable_error", 503));
+            answer(503, http::error_body("health generation failed: " + ev.error.message(), "unavailable_error"));
             return;
         }
         json_writer w;
@@ -236,16 +241,14 @@ void handle_health_generate(app_state& app, const http::request& req, const http
     };
     auto id = e->submit(std::move(sub));
     if (!id) {
-        answer(503, http::error_body("health generation was not admitted: " + id.error().message(),
-                                     "unavailable_error", 503));
+        answer(503, http::error_body("health generation was not admitted: " + id.error().message(), "unavailable_error"));
         return;
     }
     // The deadline: a stalled engine must turn this into a 503, not a hang.
     int64_t deadline_ms = app.cfg().scheduler.stall_timeout_ms;
     std::thread([e, rid = *id, answer, deadline_ms] {
         std::this_thread::sleep_for(std::chrono::milliseconds(deadline_ms));
-        answer(503, http::error_body(fmt::format("no token within {} ms", deadline_ms),
-                                     "unavailable_error", 503));
+        answer(503, http::error_body(fmt::format("no token within {} ms", deadline_ms), "unavailable_error"));
         e->abort(rid);
     }).detach();
 }

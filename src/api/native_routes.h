@@ -12,7 +12,10 @@ void handle_generate(app_state& app, const http::request& req, const http::respo
 void handle_abort_request(app_state& app, const http::request& req, const http::responder& out);
 void handle_health_generate(app_state& app, const http::request& req, const http::responder& out);
 
-// 503 "the model is still loading" when no engine runs yet; returns the engine otherwise.
+// The engine requests go to, or why there is none (unavailable: starting, stopping, or a pd
+// prefill-only process).
+result<engine::engine*> serving_engine(const app_state& app);
+// The same, answering the 503 itself (OpenAI error body) when there is none.
 engine::engine* engine_or_503(app_state& app, const http::responder& out);
 
 }  // namespace tandem::api

@@ -8,7 +8,8 @@ status check_model_name(const app_state& app, const std::string& requested) {
     const std::string& served = app.cfg().model.served_name;
     if (requested.empty() || requested == served) return status::ok();
     return make_error(error_code::not_found,
-                      fmt::format("model '{}' does not exist; this server serves '{}'", requested, served));
+                      fmt::format("model '{}' does not exist; this server serves '{}'", requested, served))
+        .with_param("model");
 }
 
 engine::submit_request make_submit(const std::vector<int32_t>& prompt, const generation_options& o,

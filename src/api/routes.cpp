@@ -4,6 +4,7 @@
 #include "api/completions_routes.h"
 #include "api/debug_routes.h"
 #include "api/health_routes.h"
+#include "api/messages_routes.h"
 #include "api/metrics_routes.h"
 #include "api/model_routes.h"
 #include "api/native_routes.h"
@@ -16,6 +17,7 @@ http::router make_router(app_state& app) {
     // method  path            handler
     r.add("GET", "/health",    [&app](auto& req, auto out) { handle_health(app, req, out); });
     r.add("GET", "/v1/models", [&app](auto& req, auto out) { handle_models(app, req, out); });
+    r.add("GET", "/v1/models/*",    [&app](auto& req, auto out) { handle_model(app, req, out); });
     r.add("GET", "/metrics",         [&app](auto& req, auto out) { handle_metrics(app, req, out); });
     r.add("GET", "/health_generate", [&app](auto& req, auto out) { handle_health_generate(app, req, out); });
     r.add("POST", "/v1/chat/completions",
@@ -26,6 +28,11 @@ http::router make_router(app_state& app) {
     r.add("POST", "/detokenize",    [&app](auto& req, auto out) { handle_detokenize(app, req, out); });
     r.add("POST", "/v1/chat/completions/render",
                                     [&app](auto& req, auto out) { handle_render(app, req, out); });
+    r.add("POST", "/v1/messages",   [&app](auto& req, auto out) { handle_messages(app, req, out); });
+    r.add("POST", "/v1/messages/count_tokens",
+                                    [&app](auto& req, auto out) { handle_messages_count_tokens(app, req, out); });
+    r.add("POST", "/v1/messages/render",
+                                    [&app](auto& req, auto out) { handle_messages_render(app, req, out); });
     r.add("POST", "/abort_request", [&app](auto& req, auto out) { handle_abort_request(app, req, out); });
     if (app.cfg().server.debug_endpoints) {
         r.add("POST", "/debug/stall", [&app](auto& req, auto out) { handle_debug_stall(app, req, out); });
@@ -33,23 +40,30 @@ http::router make_router(app_state& app) {
     return r;
 }
 
-void send_status_error(const http::responder& out, const status& st) {
-    int http_status = 500;
-    const char* type = "internal_error";
+api_error api_error_of(const status& st) {
+    api_error e{500, "internal_error", ""};
     switch (st.code()) {
         case error_code::invalid_argument:
-        case error_code::out_of_range:
-            http_status = 400; type = "invalid_request_error"; break;
-        case error_code::not_found: http_status = 404; type = "not_found_error"; break;
-        case error_code::too_large: http_status = 413; type = "invalid_request_error"; break;
-        case error_code::unavailable:
-            // Overload and shutdown are retryable, distinct from failures (invariant 11).
-            http::send_error(out, 503, st.message(), "unavailable_error", {{"Retry-After", "1"}});
-            return;
-        case error_code::deadline_exceeded: http_status = 504; type = "timeout_error"; break;
+        case error_code::out_of_range: e = {400, "invalid_request_error", ""}; break;
+        case error_code::not_found:
+            // OpenAI answers an unknown model as a request error with this code.
+            if (st.param() == "model") e = {404, "invalid_request_error", "model_not_found"};
+            else e = {404, "not_found_error", ""};
+            break;
+        case error_code::too_large: e = {413, "invalid_request_error", ""}; break;
+        case error_code::unavailable: e = {503, "unavailable_error", ""}; break;
+        case error_code::deadline_exceeded: e = {504, "timeout_error", ""}; break;
         default: break;
     }
-    http::send_error(out, http_status, st.message(), type);
+    return e;
+}
+
+void send_status_error(const http::responder& out, const status& st) {
+    const api_error e = api_error_of(st);
+    http::header_list headers;
+    // Overload and shutdown are retryable, distinct from failures (invariant 11).
+    if (e.http_status == 503) headers.emplace_back("Retry-After", "1");
+    out.send({e.http_status, std::move(headers), http::error_body(st.message(), e.type, st.param(), e.code)});
 }
 
 }  // namespace tandem::api

@@ -8,7 +8,16 @@ namespace tandem::api {
 
 http::router make_router(app_state& app);
 
-// Maps a status's error code to an HTTP status and sends it as an OpenAI error body.
+// How an error status reads over HTTP: the status and OpenAI's `type` and `code` (empty: null).
+struct api_error {
+    int http_status;
+    const char* type;
+    const char* code;
+};
+api_error api_error_of(const status& st);
+
+// Maps a status's error code to an HTTP status and sends it as an OpenAI error body (with the
+// status's param).
 void send_status_error(const http::responder& out, const status& st);
 
 }  // namespace tandem::api

@@ -13,7 +13,10 @@ stop_matcher::step stop_matcher::push(std::string_view text) {
     pending_ += text;
     // The earliest complete stop string wins.
     size_t first = std::string::npos;
-    for (const std::string& s : stops_) first = std::min(first, pending_.find(s));
+    for (const std::string& s : stops_) {
+        const size_t at = pending_.find(s);
+        if (at < first) first = at, matched_ = s;
+    }
     if (first != std::string::npos) {
         out.emit = pending_.substr(0, first);
         out.stopped = stopped_ = true;

@@ -21,9 +21,12 @@ public:
     // The end of generation: whatever was held back is released.
     std::string flush();
     bool stopped() const { return stopped_; }
+    // The stop string that ended the text (Anthropic's stop_sequence); empty before that.
+    const std::string& matched() const { return matched_; }
 
 private:
     std::vector<std::string> stops_;
+    std::string matched_;
     std::string pending_;
     bool stopped_ = false;
 };

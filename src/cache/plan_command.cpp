@@ -159,10 +159,38 @@ result<cache_plan> make_cache_plan(const model::model_config& model, const std::
     if (!layout.is_ok()) return layout.error();
     auto split = plan_pool_split(*layout, {memory_bytes, max_sequences});
     if (!split.is_ok()) return split.error();
-    return cache_plan{origin, model, *layout, memory_bytes, *split};
+    return cache_plan{origin, model, *layout, memory_bytes, *split, {}};
 }
 
-result<cache_plan> make_cache_plan(const config& cfg) {
+namespace {
+
+// What would fit instead, found by asking plan_pool_split itself (so no sizing rule is
+// restated here): the most slots this budget holds, and the least budget for these slots.
+std::string describe_misfit(const layout_spec& layout, int64_t memory_bytes, int64_t slots,
+                            const status& why) {
+    auto fits = [&](int64_t bytes, int64_t n) { return plan_pool_split(layout, {bytes, n}).is_ok(); };
+    std::string out = why.message();
+    int64_t lo = 0, hi = slots;  // lo fits (or is 0), hi does not
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        (fits(memory_bytes, mid) ? lo : hi) = mid;
+    }
+    if (lo > 0) out += fmt::format("; it holds {} sequence slot(s): set scheduler.max_running_requests <= {}", lo, lo);
+    int64_t need = memory_bytes;
+    while (need < (int64_t{1} << 56) && !fits(need, slots)) need *= 2;
+    int64_t below = need / 2;  // does not fit
+    while (need - below > 1) {
+        const int64_t mid = below + (need - below) / 2;
+        (fits(mid, slots) ? need : below) = mid;
+    }
+    out += fmt::format("; {} slot(s) need cache.memory_bytes >= {} ({})", slots, need,
+                       human(static_cast<double>(need)));
+    return out;
+}
+
+}  // namespace
+
+result<cache_plan> make_cache_plan(const config& cfg, bool report_misfit) {
     auto opt = layout_options_from(cfg);
     if (!opt.is_ok()) return opt.error();
     const std::string path = model_config_path(cfg);
@@ -170,7 +198,13 @@ result<cache_plan> make_cache_plan(const config& cfg) {
     if (!model.is_ok()) return model.error();
     auto budget = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction);
     if (!budget.is_ok()) return budget.error();
-    return make_cache_plan(*model, path, *opt, *budget, cfg.scheduler.max_running_requests);
+    auto plan = make_cache_plan(*model, path, *opt, *budget, cfg.scheduler.max_running_requests);
+    if (plan.is_ok() || !report_misfit || plan.error().code() != error_code::out_of_range) return plan;
+    auto layout = layout_spec::create(*model, *opt);
+    if (!layout.is_ok()) return layout.error();
+    cache_plan misfit{path, *model, *layout, *budget, {}, {}};
+    misfit.does_not_fit = describe_misfit(*layout, *budget, cfg.scheduler.max_running_requests, plan.error());
+    return misfit;
 }
 
 std::string render_plan_text(const cache_plan& p) {
@@ -205,9 +239,14 @@ std::string render_plan_text(const cache_plan& p) {
     s += fmt::format("  fixed state per sequence: {} B ({})\n", l.state_bytes_per_sequence(),
                      human(static_cast<double>(l.state_bytes_per_sequence())));
     const capacity c = compute_capacity(p);
-    s += fmt::format("budget {} B ({}): {} sequence slots + {} pages = {} tokens of history\n",
+    if (!p.does_not_fit.empty()) {
+        s += fmt::format("budget {} B ({}) DOES NOT FIT: {}\n", p.memory_bytes,
+                         human(static_cast<double>(p.memory_bytes)), p.does_not_fit);
+    } else {
+        s += fmt::format("budget {} B ({}): {} sequence slots + {} pages = {} tokens of history\n",
                      p.memory_bytes, human(static_cast<double>(p.memory_bytes)), p.split.num_slots,
-                     p.split.num_pages, p.split.tokens);
+                         p.split.num_pages, p.split.tokens);
+    }
     s += fmt::format("  fixed state alone fits {} sequences; a full-context sequence ({} tokens) "
                      "needs {} -> {} of them fit\n",
                      c.sequences_fixed_state_only, m.max_position_embeddings,
@@ -249,6 +288,8 @@ std::string render_plan_json(const cache_plan& p) {
     const capacity c = compute_capacity(p);
     w.key("budget").begin_object();
     w.key("memory_bytes").value(p.memory_bytes);
+    w.key("fits").value(p.does_not_fit.empty());
+    if (!p.does_not_fit.empty()) w.key("does_not_fit").value(p.does_not_fit);
     w.key("sequence_slots").value(p.split.num_slots);
     w.key("pages").value(p.split.num_pages);
     w.key("tokens").value(p.split.tokens);
@@ -263,7 +304,7 @@ std::string render_plan_json(const cache_plan& p) {
 
 int run_plan_command(const config& cfg, bool json) {
     constexpr int k_exit_config = 2;
-    auto plan = make_cache_plan(cfg);
+    auto plan = make_cache_plan(cfg, true);
     if (!plan.is_ok()) {
         std::fprintf(stderr, "tandem plan: %s\n", plan.error().message().c_str());
         return k_exit_config;

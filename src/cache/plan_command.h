@@ -24,7 +24,10 @@ struct cache_plan {
     model::model_config model;
     layout_spec layout;
     int64_t memory_bytes = 0;  // the resolved budget
-    pool_split split;          // slots and pages the budget holds
+    pool_split split;          // slots and pages the budget holds (all 0 when it does not fit)
+    // Set when the budget cannot hold the configured sequence slots and one page: why, and
+    // what would fit. Only `tandem plan` builds such a plan; the server refuses to start.
+    std::string does_not_fit;
 };
 
 // <model.path>/config.json, or model.path itself when it names a .json file.
@@ -34,7 +37,9 @@ result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fracti
 // The layout options from the [cache] section (errors name the key).
 result<layout_options> layout_options_from(const config& cfg);
 
-result<cache_plan> make_cache_plan(const config& cfg);
+// `report_misfit`: a budget too small for the configuration is described in does_not_fit
+// instead of failing (the plan command); other errors still fail.
+result<cache_plan> make_cache_plan(const config& cfg, bool report_misfit = false);
 // The same from an already-parsed model (tests, and the server once it loaded the model).
 result<cache_plan> make_cache_plan(const model::model_config& model, const std::string& origin,
                                    const layout_options& opt, int64_t memory_bytes,
@@ -46,8 +51,8 @@ std::string render_plan_text(const cache_plan& plan);
 // bytes_per_token and fingerprint, fixed state, and what the budget holds.
 std::string render_plan_json(const cache_plan& plan);
 
-// The subcommand: prints the plan to stdout; errors to stderr. Exit code 0, or 2 for a bad
-// configuration / model config.
+// The subcommand: prints the plan to stdout (with what does not fit, if anything); errors to
+// stderr. Exit code 0, or 2 for a bad configuration / model config.
 int run_plan_command(const config& cfg, bool json);
 
 }  // namespace tandem::cache

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <variant>
@@ -312,6 +313,18 @@ status apply_override(config& cfg, std::string_view assignment, std::string_view
     return assign(cfg, *f, std::move(v).value(), origin);
 }
 
+// "models/DeepSeek-V4-Flash/" → "DeepSeek-V4-Flash": a checkpoint is served under its own name.
+std::string served_name_of(std::string_view model_path) {
+    std::filesystem::path p = std::filesystem::path(model_path).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();  // a trailing '/'
+    if (p.filename() == "." || p.filename() == ".." || p.empty()) {
+        std::error_code ec;
+        p = std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
+    }
+    std::string name = p.filename().string();
+    return name.empty() ? "model" : name;
+}
+
 result<config> load_config(const config_sources& sources) {
     result<config> cfg = apply_toml(config{}, default_config_toml(), "<built-in defaults>");
     if (!cfg) return cfg.error().with_context("the embedded etc/tandem.toml is invalid");
@@ -328,6 +341,7 @@ result<config> load_config(const config_sources& sources) {
         TANDEM_RETURN_IF_ERROR(apply_override(*cfg, o, "--set"));
     }
     TANDEM_RETURN_IF_ERROR(check_relations(*cfg));
+    if (cfg->model.served_name.empty()) cfg->model.served_name = served_name_of(cfg->model.path);
     return cfg;
 }
 

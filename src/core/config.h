@@ -31,7 +31,8 @@ struct server_section {
 
 struct model_section {
     std::string path;         // checkpoint directory (config.json, *.safetensors, tokenizer)
-    std::string served_name;  // the id /v1/models reports and requests must name
+    std::string served_name;  // the id /v1/models reports and requests must name (load_config
+                              // fills an empty one with served_name_of(path))
     std::string numerics;     // "hf" | "official"
 };
 
@@ -121,6 +122,9 @@ struct config_sources {
 };
 
 result<config> load_config(const config_sources& sources);
+
+// The default model.served_name: the last component of the model directory.
+std::string served_name_of(std::string_view model_path);
 
 // Parses TOML text on top of `base` (used by load_config and tests). `origin` names the text
 // in error messages (a file path, "<defaults>").

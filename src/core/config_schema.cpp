@@ -66,7 +66,8 @@ const std::vector<field>& table() {
          "working directory.",
          REF(model.path)),
         text("model", "served_name",
-         "Model id reported by /v1/models and expected in requests.", REF(model.served_name)),
+         "Model id reported by /v1/models and expected in requests; empty: the name of the "
+         "model.path directory.", REF(model.served_name)),
         choice("model", "numerics",
          "hf: match HF transformers; official: DeepSeek's FP8/FP4 simulation.", REF(model.numerics), {"hf", "official"}),
 

@@ -40,16 +40,27 @@ public:
     explicit operator bool() const { return is_ok(); }
     error_code code() const { return code_; }
     const std::string& message() const { return message_; }
+    // The request field the error is about ("messages[2].content"), reported as OpenAI's
+    // `param`; empty when no single field is to blame.
+    const std::string& param() const { return param_; }
 
     // Prefixes context ("loading config.json: ") so messages read outside-in.
     status with_context(const std::string& context) const {
         if (is_ok()) return *this;
-        return {code_, context + ": " + message_};
+        status out{code_, context + ": " + message_};
+        out.param_ = param_;
+        return out;
+    }
+    status with_param(std::string param) const {
+        status out = *this;
+        out.param_ = std::move(param);
+        return out;
     }
 
 private:
     error_code code_ = error_code::ok;
     std::string message_;
+    std::string param_;
 };
 
 inline status make_error(error_code code, std::string message) {

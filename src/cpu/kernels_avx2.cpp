@@ -29,13 +29,13 @@ TANDEM_AVX2_INLINE float hsum(__m256 v) {
 // the hardware prefetchers restart at every row; a fixed look-ahead keeps loads in flight.
 constexpr int64_t k_prefetch_bytes = 1024;
 
-// A decoder turns 8 consecutive stored weights of one row into 8 floats. `factor` is the
-// per-(row, column block) multiplier (scale, or scale · 2^120 for e4m3); `block` is how many
-// columns share it (the whole row when unscaled).
+// A decoder turns 8 consecutive stored weights of one row into 8 floats, scaled: scaled forms
+// get a per-(row, column block) state from prepare(factor), factor = the scale (times 2^120 for
+// e4m3); unscaled forms ignore the state.
 struct f32_decoder {
     static constexpr int64_t line_mask = 15;  // k advances one 64-byte line per line_mask + 1
     static constexpr bool scaled = false;
-    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k) {
+    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k, __m256) {
         return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
     }
 };
@@ -43,7 +43,7 @@ struct f32_decoder {
 struct bf16_decoder {
     static constexpr int64_t line_mask = 31;  // k advances one 64-byte line per line_mask + 1
     static constexpr bool scaled = false;
-    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k) {
+    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k, __m256) {
         __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k));
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     }
@@ -52,7 +52,7 @@ struct bf16_decoder {
 struct f16_decoder {
     static constexpr int64_t line_mask = 31;  // k advances one 64-byte line per line_mask + 1
     static constexpr bool scaled = false;
-    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k) {
+    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k, __m256) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
     }
 };
@@ -60,26 +60,34 @@ struct f16_decoder {
 struct e4m3_decoder {
     static constexpr int64_t line_mask = 63;  // k advances one 64-byte line per line_mask + 1
     static constexpr bool scaled = true;
-    // Sign-extended bytes: bit 31 is the sign; bits 0-6 (exponent, mantissa) shift to 20-26,
-    // the bottom of fp32's exponent and the top of its mantissa: value · 2^-120, exactly.
-    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k) {
+    // Sign-extended bytes shifted left by 20: bits 0-6 (exponent, mantissa) land on 20-26, the
+    // bottom of fp32's exponent and the top of its mantissa, and bits 27-31 are all the sign;
+    // keeping bit 31 and clearing 27-30 gives value · 2^-120 exactly, in three instructions.
+    // state: the block's scale · 2^120, broadcast (one exact rounding per weight).
+    TANDEM_AVX2_INLINE static __m256 prepare(float factor) { return _mm256_set1_ps(factor); }
+    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k, __m256 state) {
         __m256i d = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + k)));
-        __m256i mag = _mm256_and_si256(_mm256_slli_epi32(d, 20), _mm256_set1_epi32(0x07f00000));
-        __m256i sign = _mm256_and_si256(d, _mm256_set1_epi32(static_cast<int>(0x80000000u)));
-        return _mm256_castsi256_ps(_mm256_or_si256(mag, sign));
+        return _mm256_mul_ps(state, _mm256_castsi256_ps(_mm256_and_si256(
+                                        _mm256_slli_epi32(d, 20), _mm256_set1_epi32(static_cast<int>(0x87f00000u)))));
     }
 };
 
 struct e2m1_decoder {
     static constexpr int64_t line_mask = 127;  // k advances one 64-byte line per line_mask + 1
     static constexpr bool scaled = true;
-    // Eight nibbles of one 32-bit word (element j at bits 4j..4j+3): a variable shift brings
-    // each to the bottom of its lane, a permute looks up the magnitude, bit 3 becomes the sign.
-    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k) {
+    // state: the eight e2m1 magnitudes times the group's scale (exact for power-of-two scales,
+    // one rounding per value otherwise — the same product the scalar path forms), made once per
+    // 32 weights. Eight nibbles of one 32-bit word (element j at bits 4j..4j+3): a variable shift
+    // brings each to the bottom of its lane, a permute looks up the scaled magnitude, bit 3
+    // becomes the sign.
+    TANDEM_AVX2_INLINE static __m256 prepare(float factor) {
+        return _mm256_mul_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), _mm256_set1_ps(factor));
+    }
+    TANDEM_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t k, __m256 state) {
         int32_t word;
         __builtin_memcpy(&word, row + k / 2, 4);
         __m256i n = _mm256_srlv_epi32(_mm256_set1_epi32(word), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
-        __m256 mag = _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), n);
+        __m256 mag = _mm256_permutevar8x32_ps(state, n);
         __m256i sign = _mm256_and_si256(_mm256_slli_epi32(n, 28), _mm256_set1_epi32(static_cast<int>(0x80000000u)));
         return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
     }
@@ -119,8 +127,10 @@ TANDEM_AVX2 void micro(const weight_matrix& w, const float* x, int64_t xs, const
     for (int64_t kb = 0; kb < K8; kb += block) {
         const int64_t ke = kb + block < K8 ? kb + block : K8;
         __m256 f[O];
-        if constexpr (D::scaled)
-            for (int j = 0; j < O; ++j) f[j] = _mm256_set1_ps(factor_of(w, srow[j], kb));
+        for (int j = 0; j < O; ++j) {
+            if constexpr (D::scaled) f[j] = D::prepare(factor_of(w, srow[j], kb));
+            else f[j] = _mm256_setzero_ps();
+        }
         for (int64_t k = kb; k < ke; k += 8) {
             if ((k & D::line_mask) == 0)
                 for (int j = 0; j < O; ++j)
@@ -129,8 +139,7 @@ TANDEM_AVX2 void micro(const weight_matrix& w, const float* x, int64_t xs, const
             __m256 xv[R];
             for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(x + r * xs + k);
             for (int j = 0; j < O; ++j) {
-                __m256 wv = D::load8(row[j], k);
-                if constexpr (D::scaled) wv = _mm256_mul_ps(wv, f[j]);
+                const __m256 wv = D::load8(row[j], k, f[j]);
                 for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
             }
         }
@@ -153,40 +162,36 @@ TANDEM_AVX2 void rows_block(const float* x, int64_t xs, int64_t r0, const weight
         for (int j = 0; j < O; ++j) y[(r0 + r) * ys + (o[j] - o_base)] = out[r * O + j];
 }
 
-template <class D, int O>
-TANDEM_AVX2 void outputs_block(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, const int64_t* o,
-                               float* y, int64_t ys, int64_t o_base) {
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) rows_block<D, 4, O>(x, xs, r, w, o, y, ys, o_base);
-    switch (rows - r) {
-        case 3: rows_block<D, 3, O>(x, xs, r, w, o, y, ys, o_base); break;
-        case 2: rows_block<D, 2, O>(x, xs, r, w, o, y, ys, o_base); break;
-        case 1: rows_block<D, 1, O>(x, xs, r, w, o, y, ys, o_base); break;
-        default: break;
-    }
-}
-
-// One decoder: 3 outputs at a time when rows come in fours (12 accumulators), 4 for a lone
-// row (GEMV: four independent weight streams in flight).
-template <class D>
-TANDEM_AVX2 void tile_form(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
-                           float* y, int64_t ys) {
+// Outputs [o0, o1) in groups of O (then singly) for R rows starting at r.
+template <class D, int R, int O>
+TANDEM_AVX2 void across_outputs(const float* x, int64_t xs, int64_t r, const weight_matrix& w, int64_t o0, int64_t o1,
+                                float* y, int64_t ys) {
+    int64_t idx[O];
     int64_t o = o0;
-    int64_t idx[4];
-    if (rows < 4) {
-        for (; o + 4 <= o1; o += 4) {
-            for (int j = 0; j < 4; ++j) idx[j] = o + j;
-            outputs_block<D, 4>(x, xs, rows, w, idx, y, ys, o0);
-        }
-    } else {
-        for (; o + 3 <= o1; o += 3) {
-            for (int j = 0; j < 3; ++j) idx[j] = o + j;
-            outputs_block<D, 3>(x, xs, rows, w, idx, y, ys, o0);
-        }
+    for (; o + O <= o1; o += O) {
+        for (int j = 0; j < O; ++j) idx[j] = o + j;
+        rows_block<D, R, O>(x, xs, r, w, idx, y, ys, o0);
     }
     for (; o < o1; ++o) {
         idx[0] = o;
-        outputs_block<D, 1>(x, xs, rows, w, idx, y, ys, o0);
+        rows_block<D, R, 1>(x, xs, r, w, idx, y, ys, o0);
+    }
+}
+
+// One decoder over a tile. Rows go four at a time, each group sweeping every output of the
+// block two at a time (8 accumulators + 4 rows + a weight vector + 2 scale states fit AVX2's 16
+// registers; 4 × 3 spilled): the 4 rows stay in L1 while the block's weights stream from L2.
+// The 1-3 rows left (and GEMV) take 4 outputs at a time: four weight streams in flight.
+template <class D>
+TANDEM_AVX2 void tile_form(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
+                           float* y, int64_t ys) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) across_outputs<D, 4, 2>(x, xs, r, w, o0, o1, y, ys);
+    switch (rows - r) {
+        case 3: across_outputs<D, 3, 4>(x, xs, r, w, o0, o1, y, ys); break;
+        case 2: across_outputs<D, 2, 4>(x, xs, r, w, o0, o1, y, ys); break;
+        case 1: across_outputs<D, 1, 4>(x, xs, r, w, o0, o1, y, ys); break;
+        default: break;
     }
 }
 

@@ -243,7 +243,7 @@ void server::impl::write_raw(connection* c, std::string data) {
 
 void server::impl::respond_error(connection* c, int status, std::string_view message,
                                  std::string_view type, bool close) {
-    std::string body = error_body(message, type, status);
+    std::string body = error_body(message, type);
     write_raw(c, serialize_head(status, {}, "application/json", &body, !close, "") + body);
     if (close) close_after_writes(c);
 }

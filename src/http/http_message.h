@@ -35,8 +35,11 @@ struct response {
 
 const char* reason_phrase(int status);
 
-// `{"error":{"message":...,"type":...,"code":...}}`, the OpenAI error shape.
-std::string error_body(std::string_view message, std::string_view type, int code);
+// `{"error":{"message":...,"type":...,"param":...,"code":...}}`, the OpenAI error shape: `param`
+// names the request field at fault and `code` is a short machine-readable string
+// ("model_not_found"); either is null when empty. The HTTP status is not repeated in the body.
+std::string error_body(std::string_view message, std::string_view type,
+                       std::string_view param = {}, std::string_view code = {});
 
 // Serializes the status line and headers (Content-Length for whole bodies; none for streams).
 std::string serialize_head(int status, const header_list& headers, std::string_view content_type,

@@ -1,6 +1,7 @@
-// http/router.h — Exact-path routing: a table of (method, path, handler). An unknown path is
-// answered 404, a known path with another method 405 with an Allow header, both with OpenAI
-// error bodies.
+// http/router.h — Path routing: a table of (method, path, handler). A path matches exactly,
+// except that one ending in "/*" matches its prefix followed by anything non-empty
+// ("/v1/models/*" takes "/v1/models/org/name"). An unknown path is answered 404, a known path
+// with another method 405 with an Allow header, both with OpenAI error bodies.
 #pragma once
 
 #include <string>
@@ -26,6 +27,8 @@ public:
 private:
     std::vector<route> routes_;
 };
+
+bool route_matches(std::string_view pattern, std::string_view path);
 
 // Sends `{"error":{...}}` with the given status; `type` is the OpenAI error type.
 void send_error(const responder& out, int status, std::string_view message,

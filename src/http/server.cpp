@@ -12,10 +12,14 @@
 
 namespace tandem::http {
 
-std::string error_body(std::string_view message, std::string_view type, int code) {
+std::string error_body(std::string_view message, std::string_view type, std::string_view param,
+                       std::string_view code) {
     json_writer w;
     w.begin_object().key("error").begin_object();
-    w.key("message").value(message).key("type").value(type).key("code").value(code);
+    w.key("message").value(message).key("type").value(type).key("param");
+    if (param.empty()) w.null(); else w.value(param);
+    w.key("code");
+    if (code.empty()) w.null(); else w.value(code);
     w.end_object().end_object();
     return w.take();
 }
@@ -168,7 +172,7 @@ void server::impl::dispatch(connection* c) {
     c->started_at = std::chrono::steady_clock::now();
     if (stopping.load()) {
         c->cur.keep_alive = false;
-        deliver(ex, {503, {}, error_body("the server is shutting down", "unavailable_error", 503)});
+        deliver(ex, {503, {}, error_body("the server is shutting down", "unavailable_error")});
         return;
     }
     log::request_scope scope(ex->request_id);
@@ -176,7 +180,7 @@ void server::impl::dispatch(connection* c) {
         on_request(c->cur, responder(ex));
     } catch (const std::exception& e) {
         TANDEM_LOG_ERROR("handler threw: {}", e.what());
-        deliver(ex, {500, {}, error_body("internal error", "internal_error", 500)});
+        deliver(ex, {500, {}, error_body("internal error", "internal_error")});
     }
 }
 
@@ -234,11 +238,11 @@ void server::impl::force_close_all() {
             if (c->stream_open) {
                 deliver_chunk(ex, "event: error\ndata: " +
                                       error_body("the server shut down before the response "
-                                                 "completed", "unavailable_error", 503) + "\n\n");
+                                                 "completed", "unavailable_error") + "\n\n");
                 deliver_stream_end(ex);
             } else if (!c->response_started) {
                 deliver(ex, {503, {}, error_body("the server shut down before the response "
-                                                 "completed", "unavailable_error", 503)});
+                                                 "completed", "unavailable_error")});
             }
             ex->cancelled = true;
             if (ex->on_cancel) std::exchange(ex->on_cancel, nullptr)();

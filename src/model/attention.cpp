@@ -91,9 +91,10 @@ void round_trip(const cache::row_format& fmt, float* values, std::vector<std::by
 
 // One sequence's rows of one layer, decoded for reading.
 struct seq_view {
-    std::vector<float> window;  // [W, D] by pos % W (positions before the chunk)
-    std::vector<float> comp;    // [n, D]
-    std::vector<float> idx;     // [n, Di]
+    std::vector<float> window;        // [W, D] by pos % W (positions before the chunk)
+    std::vector<float> comp;          // [rows some query selected, D], in ascending row order
+    std::vector<int32_t> comp_slot;   // [n]: compressed row → its row in `comp`, −1 if unselected
+    std::vector<float> idx;           // [n, Di]
     int64_t n_rows = 0;
 };
 
@@ -141,7 +142,10 @@ public:
         project();
         if (aw_.has_compressor) compress_all();
         read_state();
-        if (aw_.has_compressor) select_rows();
+        if (aw_.has_compressor) {
+            select_rows();
+            decode_selected();
+        }
         attend();
         write_window();
         output(out);
@@ -209,7 +213,8 @@ private:
     }
 
     // Decodes each sequence's readable rows once: the window ring (positions before the chunk)
-    // and every compressed / index row emitted so far.
+    // and every index row emitted so far (the indexer scores them all). Compressed KV rows wait
+    // for decode_selected: a long context has far more of them than top-k reads.
     void read_state() {
         views_.resize(b_.seqs.size());
         seq_of_.resize(static_cast<size_t>(T_));
@@ -223,7 +228,6 @@ private:
                                          std::span<float>(&v.window[(p % W_) * D_], size_t(D_)));
             if (!aw_.has_compressor) continue;
             v.n_rows = (s.start_pos + s.rows) / m_rate_;
-            decode_rows(s, cache::buffer_kind::compressed_kv, kv_fmt_, v.n_rows, v.comp);
             if (aw_.has_indexer) decode_rows(s, cache::buffer_kind::index_k, ik_fmt_, v.n_rows, v.idx);
         }
     }
@@ -266,6 +270,27 @@ private:
         });
     }
 
+    // Decodes, once per sequence, the compressed rows that at least one of its queries selected.
+    void decode_selected() {
+        for (size_t si = 0; si < b_.seqs.size(); ++si) {
+            const batch_seq& s = b_.seqs[si];
+            seq_view& v = views_[si];
+            v.comp_slot.assign(static_cast<size_t>(v.n_rows), -1);
+            for (int64_t r = s.row0; r < s.row0 + s.rows; ++r)
+                for (int32_t wv : selected_[static_cast<size_t>(r)]) v.comp_slot[static_cast<size_t>(wv)] = 0;
+            int32_t used = 0;
+            for (auto& slot : v.comp_slot)
+                if (slot == 0) slot = used++;
+            v.comp.resize(static_cast<size_t>(used * D_));
+            for (int64_t wv = 0; wv < v.n_rows; ++wv) {
+                const int32_t slot = v.comp_slot[static_cast<size_t>(wv)];
+                if (slot < 0) continue;
+                cache::codec::decode_row(kv_fmt_, cp_.row(s.slot, lid_, cache::buffer_kind::compressed_kv, wv),
+                                         std::span<float>(&v.comp[slot * D_], size_t(D_)));
+            }
+        }
+    }
+
     // Softmax with sink over {window rows by position, selected compressed rows by index}, per
     // (row, head); then the inverse RoPE at the query position.
     void attend() {
@@ -283,7 +308,8 @@ private:
                 for (int64_t p = std::max<int64_t>(0, t - W_ + 1); p <= t; ++p)
                     keys.push_back(p >= s.start_pos ? &kv_[(s.row0 + p - s.start_pos) * D_] : &v.window[(p % W_) * D_]);
                 if (aw_.has_compressor)
-                    for (int32_t wv : selected_[static_cast<size_t>(r)]) keys.push_back(&v.comp[wv * D_]);
+                    for (int32_t wv : selected_[static_cast<size_t>(r)])
+                        keys.push_back(&v.comp[int64_t{v.comp_slot[static_cast<size_t>(wv)]} * D_]);
                 const float* qh = &q_[i * D_];
                 const float sink = aw_.sink.ptr()[h];
                 logit.resize(keys.size());

@@ -106,18 +106,13 @@ float e2m1_to_float(uint8_t nibble) {
 }
 
 uint8_t float_to_e2m1(float f) {
-    uint8_t sign = std::signbit(f) ? 0x8 : 0x0;
-    float a = std::fabs(f);
-    uint8_t best = 0;
-    float best_err = a;
-    for (uint8_t code = 1; code < 8; ++code) {
-        float err = std::fabs(k_e2m1_magnitudes[code] - a);
-        if (err < best_err || (err == best_err && (code & 1u) == 0)) {
-            best = code;
-            best_err = err;
-        }
-    }
-    return static_cast<uint8_t>(sign | best);
+    // Nearest magnitude by counting the midpoints below |f|; a value exactly on a midpoint goes to
+    // the even code (strict comparison above an even code, ≥ above an odd one). NaN gives code 0.
+    const uint8_t sign = std::signbit(f) ? 0x8 : 0x0;
+    const float a = std::fabs(f);
+    const uint8_t code = static_cast<uint8_t>((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+                                              (a >= 3.5f) + (a > 5.0f));
+    return static_cast<uint8_t>(sign | code);
 }
 
 }  // namespace tandem::model

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <numeric>
 
@@ -56,12 +57,30 @@ bool ends_with(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::vector<float> random_values(const weight_slot& s, uint64_t seed) {
+// Checkpoints with billions of expert weights (flash-slice) draw approximately normal values —
+// Irwin–Hall: the sum of four 16-bit uniforms from one 64-bit draw, centred and scaled to unit
+// variance — so 9 GB generate in minutes. Smaller presets keep Box–Muller: their golden data
+// depend on the exact values.
+bool huge_checkpoint(const model_config& c) {
+    return 3 * c.n_routed_experts * c.moe_intermediate_size * c.hidden_size >= (int64_t{1} << 31);
+}
+
+float fast_normal(rng& r) {
+    const uint64_t z = r.next();
+    float sum = 0.0f;
+    for (int i = 0; i < 4; ++i) sum += (static_cast<float>((z >> (16 * i)) & 0xffffu) + 0.5f) * (1.0f / 65536.0f);
+    return (sum - 2.0f) * 1.7320508f;  // variance of the sum is 4/12
+}
+
+std::vector<float> random_values(const weight_slot& s, uint64_t seed, bool fast) {
     rng r{seed * 0x2545f4914f6cdd1dull ^ name_hash(s.name)};
     int64_t n = std::accumulate(s.shape.begin(), s.shape.end(), int64_t{1}, std::multiplies<>());
     std::vector<float> v(static_cast<size_t>(n));
     auto fill = [&](float mean, float std) {
-        for (auto& x : v) x = mean + std * r.normal();
+        if (fast)
+            for (auto& x : v) x = mean + std * fast_normal(r);
+        else
+            for (auto& x : v) x = mean + std * r.normal();
     };
     const std::string& nm = s.name;
     if (nm == "embed.weight") fill(0.0f, 1.0f);
@@ -176,7 +195,7 @@ void emit_slot(const model_config& c, const weight_slot& s, const make_model_opt
         out.push_back({s.name, dtype::i64, s.shape, as_bytes(random_tid2eid(c, s, opt.seed))});
         return;
     }
-    std::vector<float> v = random_values(s, opt.seed);
+    std::vector<float> v = random_values(s, opt.seed, huge_checkpoint(c));
     bool quant = opt.quantize && s.shape.size() == 2 && s.kind != weight_kind::vector && !stays_unquantized(s.name);
     if (!quant) {
         out.push_back({s.name, opt.bf16 ? dtype::bf16 : dtype::f32, s.shape, encode_float(v, opt.bf16)});
@@ -211,7 +230,7 @@ std::vector<tensor_header> slot_headers(const weight_slot& s, const make_model_o
 }
 
 // Upstream naming, one slot at a time: a checkpoint bigger than memory (flash-slice) never has
-// more than one tensor's values in memory.
+// more than two slots' values in memory (the one being written, the next being made).
 status write_streaming(const model_config& cfg, const std::vector<weight_slot>& slots, const make_model_options& opt,
                        const std::string& path) {
     std::vector<tensor_header> headers;
@@ -219,10 +238,18 @@ status write_streaming(const model_config& cfg, const std::vector<weight_slot>& 
         for (auto& h : slot_headers(s, opt)) headers.push_back(std::move(h));
     auto w = safetensors_writer::create(path, headers, {{"format", "pt"}});
     if (!w) return w.error();
-    size_t at = 0;
-    for (const auto& s : slots) {
+    // The next slot's values are made on a second thread while this one is written.
+    auto make = [&](size_t i) {
         std::vector<owned_tensor> made;
-        emit_slot(cfg, s, opt, made);
+        emit_slot(cfg, slots[i], opt, made);
+        return made;
+    };
+    std::future<std::vector<owned_tensor>> next;
+    if (!slots.empty()) next = std::async(std::launch::async, make, size_t{0});
+    size_t at = 0;
+    for (size_t i = 0; i < slots.size(); ++i) {
+        std::vector<owned_tensor> made = next.get();
+        if (i + 1 < slots.size()) next = std::async(std::launch::async, make, i + 1);
         for (const auto& t : made) {
             if (at >= headers.size() || headers[at].name != t.name)
                 return make_error(error_code::internal, fmt::format("make-model: '{}' written out of order", t.name));

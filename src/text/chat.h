@@ -105,9 +105,18 @@ result<std::vector<token_id>> tokenize_prompt(const rendered_prompt& prompt, con
 
 // Parses an OpenAI chat-completions body into a chat_request (fields other than the prompt's
 // are ignored). Errors name the offending field ("messages[2].tool_calls[0].function.name").
-// Thinking: `thinking: {"type": "enabled"|"disabled"}` or reasoning_effort "none" turns it off;
-// on by default. reasoning_effort: low, medium (= high), high, xhigh, max, none.
+// Thinking: `thinking: {"type": "enabled"|"adaptive"|"disabled"}` or reasoning_effort "none"
+// turns it off; on by default. reasoning_effort: see reasoning_effort_from_name.
 result<chat_request> chat_request_from_openai_json(std::string_view body);
+
+// DeepSeek's reasoning effort names: none (→ unset), minimal and low, medium and high (the
+// default, also for ""), xhigh, ultra and max. Nothing for an unknown name.
+std::optional<reasoning_effort> reasoning_effort_from_name(std::string_view name);
+// Sets req->thinking and req->effort from a thinking type ("" when not given, enabled,
+// adaptive, disabled) and an effort name, as DeepSeek's API: disabled, or effort "none"
+// without a type, is chat mode. An unknown effort is an error naming `effort_field`.
+status apply_thinking(std::string_view thinking_type, std::string_view effort_name,
+                      const std::string& effort_field, chat_request* req);
 
 // Parses a JSON array of messages in encoding_dsv4.py's shape (OpenAI messages plus the
 // message-level keys tools, response_format, task, wo_eos; tool_call_id optional), for

@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "text/chat_internal.h"
+#include "text/schema_rules.h"
 
 namespace tandem::text {
 
@@ -28,10 +29,10 @@ status request_error(const std::string& what) {
 
 // The conversation rules the API enforces before rendering.
 status validate(const chat_request& req) {
-    if (req.messages.empty()) return request_error("messages: must not be empty");
+    if (req.messages.empty()) return request_error("Empty input messages").with_param("messages");
     if (req.thinking && (req.tool_choice == tool_choice_kind::required ||
                          req.tool_choice == tool_choice_kind::named)) {
-        return request_error("tool_choice: thinking mode does not support this tool_choice");
+        return request_error("Thinking mode does not support this tool_choice").with_param("tool_choice");
     }
     // Only the tools the prompt will show count (tool_choice none shows none, a named choice one).
     int64_t strict_tools = 0, shown_tools = 0;
@@ -92,56 +93,8 @@ status validate(const chat_request& req) {
     return status::ok();
 }
 
-// {"name", "description", "parameters"} in that order, as the API re-serializes a tool.
-// Strict tools go through the API's typed schema model: every object gets
-// additionalProperties:false and all its properties required (both moved to the end), and
-// keywords the model lacks are dropped (title, examples, minItems, maxItems, and enum on
-// non-string types). This mirrors deepseek-recipe 0.2.0 on the cases checked; exotic
-// keywords may still differ.
-status normalize_strict(json_value* schema, const std::string& where) {
-    if (!schema->is_object()) return status::ok();
-    const json_value* type = schema->find("type");
-    const bool is_string = type && type->is_string() && type->text == "string";
-    std::erase_if(schema->members, [&](const auto& kv) {
-        return kv.first == "title" || kv.first == "examples" || kv.first == "minItems" ||
-               kv.first == "maxItems" || (kv.first == "enum" && !is_string);
-    });
-    if (json_value* props = schema->find("properties"); props && props->is_object()) {
-        json_value required;
-        required.type = json_value::kind::array;
-        for (auto& [key, sub] : props->members) {
-            required.items.push_back(json_value::make_string(key));
-            TANDEM_RETURN_IF_ERROR(normalize_strict(&sub, where + ".properties." + key));
-        }
-        if (const json_value* extra = schema->find("additionalProperties");
-            extra && !(extra->type == json_value::kind::boolean && !extra->boolean)) {
-            return request_error(where + ".additionalProperties: must be false in a strict schema");
-        }
-        if (const json_value* given = schema->find("required")) {
-            std::unordered_set<std::string> a, b;
-            for (const auto& r : given->items) a.insert(r.text);
-            for (const auto& r : required.items) b.insert(r.text);
-            if (a != b) return request_error(where + ".required: must list every property of a strict schema");
-            required = *given;
-        }
-        // Both keys move to the end, additionalProperties first, as the API writes them.
-        std::erase_if(schema->members, [](const auto& kv) {
-            return kv.first == "additionalProperties" || kv.first == "required";
-        });
-        schema->set("additionalProperties", json_value::make_bool(false));
-        schema->set("required", std::move(required));
-    }
-    if (json_value* items = schema->find("items")) {
-        TANDEM_RETURN_IF_ERROR(normalize_strict(items, where + ".items"));
-    }
-    if (json_value* any = schema->find("anyOf"); any && any->type == json_value::kind::array) {
-        for (size_t i = 0; i < any->items.size(); ++i) {
-            TANDEM_RETURN_IF_ERROR(normalize_strict(&any->items[i], where + ".anyOf[" + std::to_string(i) + "]"));
-        }
-    }
-    return status::ok();
-}
-
+// {"name", "description", "parameters"} in that order, as the API re-serializes a tool;
+// strict tools' parameters as the API's strict schema model writes them (schema_rules.h).
 result<std::string> tool_schema_line(const std::string& raw, size_t index) {
     const std::string where = "tools[" + std::to_string(index) + "].function";
     auto parsed = json_parse(raw);
@@ -155,16 +108,13 @@ result<std::string> tool_schema_line(const std::string& raw, size_t index) {
     out.set("description", desc && desc->is_string() ? *desc : json_value::make_string(""));
     json_value params;
     params.type = json_value::kind::object;
-    if (const json_value* p = parsed->find("parameters"); p && p->type != json_value::kind::null) params = *p;
+    const json_value* given = parsed->find("parameters");
+    if (given && given->type != json_value::kind::null) params = *given;
     const json_value* strict = parsed->find("strict");
     if (strict && strict->type == json_value::kind::boolean && strict->boolean) {
-        if (params.members.empty()) {  // a strict tool without parameters takes no arguments
-            params.set("type", json_value::make_string("object"));
-            json_value none;
-            none.type = json_value::kind::object;
-            params.set("properties", std::move(none));
-        }
-        TANDEM_RETURN_IF_ERROR(normalize_strict(&params, where + ".parameters"));
+        auto normalized = normalize_strict_parameters(given);
+        if (!normalized) return normalized.error();
+        params = std::move(*normalized);
     }
     out.set("parameters", std::move(params));
     return json_dump(out, json_number_style::recipe);
@@ -190,7 +140,11 @@ status append_system_block(const chat_request& req, bool with_tools, rendered_pr
             }
             lines.push_back(std::move(line).value());
         }
-        if (lines.empty()) return request_error("tool_choice: names no tool in tools");
+        if (lines.empty()) {
+            return request_error("Invalid value for 'tool_call': no function named '" + req.tool_choice_name +
+                                 "' was specified in the 'tools' parameter.")
+                .with_param("tool_choice");
+        }
         p->append_text("\n\n");
         append_tools_block(p, lines);
     }

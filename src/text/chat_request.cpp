@@ -4,16 +4,19 @@
 // error names the field, e.g. "messages[1].tool_calls[0].function.arguments: must be a string".
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 #include "text/chat.h"
 #include "text/json_value.h"
+#include "text/schema_rules.h"
 
 namespace tandem::text {
 
 namespace {
 
 status field_error(const std::string& field, const std::string& what) {
-    return make_error(error_code::invalid_argument, field + ": " + what);
+    status st = make_error(error_code::invalid_argument, field + ": " + what);
+    return field == "request body" ? st : st.with_param(field);
 }
 
 // A string, or an array of content parts whose text parts are joined by "\n\n". Images are
@@ -72,6 +75,14 @@ status read_tool_calls(const json_value& msg, const std::string& field, bool off
         const json_value& c = calls->items[i];
         const std::string cf = field + "[" + std::to_string(i) + "]";
         if (!c.is_object()) return field_error(cf, "must be an object");
+        if (!official) {
+            const json_value* type = c.find("type");
+            if (type == nullptr || type->type == json_value::kind::null) return field_error(cf + ".type", "missing field `type`");
+            if (!type->is_string() || type->text != "function") {
+                return field_error(cf + ".type", "unknown variant `" + (type->is_string() ? type->text : std::string("?")) +
+                                                     "`, expected `function`");
+            }
+        }
         chat_tool_call call;
         TANDEM_RETURN_IF_ERROR(read_string(c, "id", cf + ".id", false, &call.id));
         const json_value* fn = c.find("function");
@@ -144,7 +155,36 @@ result<chat_message> read_message(const json_value& msg, const std::string& fiel
     return m;
 }
 
+bool is_tool_name(const std::string& name) {
+    return !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '_' || c == '-';
+    });
+}
+
+// DeepSeek's rules for one tool: a name of [a-zA-Z0-9_-]+, unique; parameters that are a valid
+// object schema, or (strict) that fit the API's strict schema model.
+status check_tool_function(const json_value& fn, const std::string& field, std::set<std::string>* names) {
+    const std::string& name = fn.find("name")->text;
+    if (!is_tool_name(name)) {
+        return field_error(field + ".function.name",
+                           "Invalid '" + field + ".function.name': string does not match pattern. Expected a "
+                           "string that matches the pattern '^[a-zA-Z0-9_-]+$'.");
+    }
+    if (!names->insert(name).second) return field_error("tools", "Tool names must be unique.");
+    const json_value* params = fn.find("parameters");
+    if (params && params->type == json_value::kind::null) params = nullptr;
+    const json_value* strict = fn.find("strict");
+    if (strict && strict->type == json_value::kind::boolean && strict->boolean) {
+        auto normalized = normalize_strict_parameters(params);
+        return normalized ? status::ok() : normalized.error().with_param(field + ".function.parameters");
+    }
+    if (params == nullptr) return status::ok();
+    return check_schema(*params, "Invalid schema for function '" + name + "'", true)
+        .with_param(field + ".function.parameters");
+}
+
 status read_tools(const json_value& body, chat_request* req) {
+    std::set<std::string> names;
     const json_value* tools = body.find("tools");
     if (tools == nullptr || tools->type == json_value::kind::null) return status::ok();
     if (tools->type != json_value::kind::array) return field_error("tools", "must be an array");
@@ -160,6 +200,7 @@ status read_tools(const json_value& body, chat_request* req) {
         if (name == nullptr || !name->is_string() || name->text.empty()) {
             return field_error(tf + ".function.name", "must be a non-empty string");
         }
+        TANDEM_RETURN_IF_ERROR(check_tool_function(*fn, tf, &names));
         req->tools.push_back(json_dump(*fn, json_number_style::python));
     }
     return status::ok();
@@ -208,22 +249,13 @@ status read_thinking(const json_value& body, chat_request* req) {
     TANDEM_RETURN_IF_ERROR(read_template_thinking(body, &type));
     if (const json_value* th = body.find("thinking"); th && th->type != json_value::kind::null) {
         TANDEM_RETURN_IF_ERROR(read_string(*th, "type", "thinking.type", true, &type));
-        if (type != "enabled" && type != "disabled") {
-            return field_error("thinking.type", "must be enabled or disabled");
+        if (type != "enabled" && type != "adaptive" && type != "disabled") {
+            return field_error("thinking.type", "unknown variant `" + type + "`, expected one of `adaptive`, `enabled`, `disabled`");
         }
     }
-    if (type == "disabled") req->thinking = false;
     std::string effort;
     TANDEM_RETURN_IF_ERROR(read_string(body, "reasoning_effort", "reasoning_effort", false, &effort));
-    if (effort.empty() || effort == "high" || effort == "medium") req->effort = reasoning_effort::high;
-    else if (effort == "low") req->effort = reasoning_effort::low;
-    else if (effort == "xhigh") req->effort = reasoning_effort::xhigh;
-    else if (effort == "max") req->effort = reasoning_effort::max;
-    else if (effort == "none" && type.empty()) req->thinking = false;
-    else if (effort == "none") req->effort = reasoning_effort::high;
-    else return field_error("reasoning_effort", "must be none, low, medium, high, xhigh or max");
-    if (!req->thinking) req->effort = reasoning_effort::unset;
-    return status::ok();
+    return apply_thinking(type, effort, "reasoning_effort", req);
 }
 
 bool mentions_json(const chat_request& req) {
@@ -244,21 +276,48 @@ status read_response_format(const json_value& body, chat_request* req) {
     if (type == "text") return status::ok();
     if (type == "json_object") {
         if (!mentions_json(*req)) {
-            return field_error("response_format", "the messages must contain the word 'json' to use json_object");
+            return field_error("response_format", "Prompt must contain the word 'json' in some form to use "
+                                                  "'response_format' of type 'json_object'.");
         }
         req->response_format = response_format_kind::json_object;
         return status::ok();
     }
     if (type != "json_schema") return field_error("response_format.type", "must be text, json_object or json_schema");
     const json_value* js = rf->find("json_schema");
-    const json_value* schema = js ? js->find("schema") : nullptr;
-    if (schema == nullptr) return field_error("response_format.json_schema.schema", "missing");
+    const json_value* schema = js && js->is_object() ? js->find("schema") : nullptr;
+    if (schema == nullptr) return field_error("response_format.json_schema.schema", "missing field `schema`");
+    TANDEM_RETURN_IF_ERROR(check_schema(*schema, "Invalid json schema", false).with_param("response_format.json_schema.schema"));
     req->response_format = response_format_kind::json_schema;
     req->response_schema = json_dump(*schema, json_number_style::python);
     return status::ok();
 }
 
 }  // namespace
+
+std::optional<reasoning_effort> reasoning_effort_from_name(std::string_view name) {
+    if (name == "none") return reasoning_effort::unset;
+    if (name == "minimal" || name == "low") return reasoning_effort::low;
+    if (name.empty() || name == "medium" || name == "high") return reasoning_effort::high;
+    if (name == "xhigh") return reasoning_effort::xhigh;
+    if (name == "ultra" || name == "max") return reasoning_effort::max;
+    return std::nullopt;
+}
+
+status apply_thinking(std::string_view thinking_type, std::string_view effort_name,
+                      const std::string& effort_field, chat_request* req) {
+    // An explicit thinking type decides the mode; effort "none" only turns thinking off when
+    // no type was given (so {"type": "enabled"} with "none" thinks at the default effort).
+    auto effort = reasoning_effort_from_name(effort_name);
+    if (!effort) {
+        return field_error(effort_field, "unknown variant `" + std::string(effort_name) +
+                                             "`, expected one of `none`, `minimal`, `low`, `medium`, "
+                                             "`high`, `xhigh`, `ultra`, `max`");
+    }
+    req->thinking = thinking_type != "disabled" && !(thinking_type.empty() && *effort == reasoning_effort::unset);
+    req->effort = *effort == reasoning_effort::unset ? reasoning_effort::high : *effort;
+    if (!req->thinking) req->effort = reasoning_effort::unset;
+    return status::ok();
+}
 
 result<chat_request> chat_request_from_openai_json(std::string_view body) {
     auto parsed = json_parse(body);
@@ -273,10 +332,17 @@ result<chat_request> chat_request_from_openai_json(std::string_view body) {
     for (size_t i = 0; i < messages->items.size(); ++i) {
         auto m = read_message(messages->items[i], "messages[" + std::to_string(i) + "]", false);
         if (!m) return m.error();
+        // OpenAI's developer role is the system role of models without one.
+        if (m->role == chat_role::developer) m->role = chat_role::system;
         req.messages.push_back(std::move(m).value());
     }
     TANDEM_RETURN_IF_ERROR(read_tools(root, &req));
     TANDEM_RETURN_IF_ERROR(read_tool_choice(root, &req));
+    // As OpenAI (deepseek-recipe accepts it and ignores the choice): nothing to force a call to.
+    if (req.tools.empty() && (req.tool_choice == tool_choice_kind::required ||
+                              req.tool_choice == tool_choice_kind::named)) {
+        return field_error("tool_choice", "'tool_choice' is only allowed when 'tools' are specified");
+    }
     TANDEM_RETURN_IF_ERROR(read_thinking(root, &req));
     TANDEM_RETURN_IF_ERROR(read_response_format(root, &req));
     return req;

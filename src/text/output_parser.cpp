@@ -25,6 +25,7 @@ constexpr std::string_view invoke_open = "<｜DSML｜invoke";
 constexpr std::string_view invoke_close = "</｜DSML｜invoke>";
 constexpr std::string_view param_open = "<｜DSML｜parameter";
 constexpr std::string_view param_close = "</｜DSML｜parameter>";
+constexpr std::string_view dsml_open = "<｜DSML｜";  // any opening tag
 constexpr size_t max_attribute_bytes = 4096;  // a name longer than this is not a name
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
@@ -310,10 +311,20 @@ bool output_parser::step_param_header(bool at_end, std::vector<output_event>* ev
     return true;
 }
 
+// A value runs to its </｜DSML｜parameter>. An opening DSML tag before that means the value was
+// cut off (by </｜DSML｜invoke>, or inside a half-written closing tag) and the next parameter or
+// invoke began: searching on for a later </｜DSML｜parameter> would swallow them into this
+// argument, so it is malformed. A closing tag alone is value text.
 bool output_parser::step_param_value(bool at_end, std::vector<output_event>* events) {
     const size_t pos = buf_.find(param_close, scan_from_);
+    const size_t opening = buf_.find(dsml_open, scan_from_);
+    if (opening < pos) {
+        fail(events);  // cut off: another tag began inside the value
+        return true;
+    }
     if (pos == std::string::npos) {
-        scan_from_ = buf_.size() >= param_close.size() ? buf_.size() - param_close.size() + 1 : 0;
+        const size_t longest = std::max(param_close.size(), dsml_open.size());
+        scan_from_ = buf_.size() >= longest ? buf_.size() - longest + 1 : 0;
         if (!at_end) return false;
         fail(events);  // truncated inside a value
         return true;

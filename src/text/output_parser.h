@@ -13,7 +13,8 @@
 //     string="false" value valid JSON, nothing but whitespace between tags, and (when a tool
 //     list is given) a known name. Arguments are then always a valid JSON object string.
 //   * Anything else inside a block (junk, missing attributes, a closing tag inside a value,
-//     truncation, an unknown tool, an empty block) is malformed: the unparsed raw text of the
+//     a value cut off by the next tag or inside its closing tag, truncation, an unknown tool,
+//     an empty block) is malformed: the unparsed raw text of the
 //     block, including the newlines before it, is returned as content, and the response is
 //     flagged (malformed(), malformed_count() for the metric). Calls already emitted stand.
 //   * Markup-like text left in content (glyph variants such as |DSML| or ‖DSML‖, plain

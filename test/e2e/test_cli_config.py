@@ -83,3 +83,19 @@ def test_pd_misconfigurations_are_startup_errors_naming_the_keys(args, key):
     r = run_tandem(*args)
     assert r.returncode == 2, r.stderr
     assert key in r.stderr
+
+
+def test_print_config_validates_like_serving():
+    for args in (["--role", "prefill"], ["--topology", "pd", "--set", "transport.kind=nccl"]):
+        r = run_tandem(*args, "--print-config")
+        assert r.returncode == 2 and r.stdout == "", (args, r.stdout)
+        assert "topology" in r.stderr or "nccl" in r.stderr, r.stderr
+
+
+def test_served_name_defaults_to_the_model_directory_name():
+    for path, name in [("models/tiny", "tiny"), ("/data/DeepSeek-V4-Flash/", "DeepSeek-V4-Flash")]:
+        r = run_tandem("--model", path, "--print-config")
+        assert r.returncode == 0, r.stderr
+        assert tomllib.loads(r.stdout)["model"]["served_name"] == name
+    r = run_tandem("--model", "models/tiny", "--set", "model.served_name=mine", "--print-config")
+    assert tomllib.loads(r.stdout)["model"]["served_name"] == "mine"

@@ -31,7 +31,7 @@ def generate(t, ids, max_tokens=8, **extra):
 def test_chat_completion_with_the_openai_client(start_tandem):
     t = start_tandem()
     c = client(t)
-    r = c.chat.completions.create(model="tandem-tiny", max_tokens=12, temperature=0,
+    r = c.chat.completions.create(model="tiny", max_tokens=12, temperature=0,
                                   messages=[{"role": "user", "content": "Say hi"}])
     choice = r.choices[0]
     assert choice.finish_reason in ("stop", "length")
@@ -39,7 +39,7 @@ def test_chat_completion_with_the_openai_client(start_tandem):
     assert r.usage.prompt_tokens > 3
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
     assert isinstance(choice.message.content, str)
-    again = c.chat.completions.create(model="tandem-tiny", max_tokens=12, temperature=0,
+    again = c.chat.completions.create(model="tiny", max_tokens=12, temperature=0,
                                       messages=[{"role": "user", "content": "Say hi"}])
     assert again.choices[0].message == choice.message  # greedy is deterministic
 
@@ -48,9 +48,9 @@ def test_chat_streaming_matches_non_streaming(start_tandem):
     t = start_tandem()
     c = client(t)
     msgs = [{"role": "user", "content": "Count to five"}]
-    whole = c.chat.completions.create(model="tandem-tiny", max_tokens=16, temperature=0,
+    whole = c.chat.completions.create(model="tiny", max_tokens=16, temperature=0,
                                       messages=msgs, extra_body={"thinking": {"type": "disabled"}})
-    stream = c.chat.completions.create(model="tandem-tiny", max_tokens=16, temperature=0,
+    stream = c.chat.completions.create(model="tiny", max_tokens=16, temperature=0,
                                        messages=msgs, stream=True,
                                        stream_options={"include_usage": True},
                                        extra_body={"thinking": {"type": "disabled"}})
@@ -69,7 +69,7 @@ def test_chat_streaming_matches_non_streaming(start_tandem):
 def test_chat_logprobs_and_n(start_tandem):
     t = start_tandem()
     c = client(t)
-    r = c.chat.completions.create(model="tandem-tiny", max_tokens=6, temperature=0.8, seed=7, n=3,
+    r = c.chat.completions.create(model="tiny", max_tokens=6, temperature=0.8, seed=7, n=3,
                                   logprobs=True, top_logprobs=3,
                                   messages=[{"role": "user", "content": "Hello"}])
     assert len(r.choices) == 3
@@ -81,7 +81,7 @@ def test_chat_logprobs_and_n(start_tandem):
             assert len(e.top_logprobs) == 3
             lps = [x.logprob for x in e.top_logprobs]
             assert lps == sorted(lps, reverse=True)
-    same = c.chat.completions.create(model="tandem-tiny", max_tokens=6, temperature=0.8, seed=7, n=3,
+    same = c.chat.completions.create(model="tiny", max_tokens=6, temperature=0.8, seed=7, n=3,
                                      messages=[{"role": "user", "content": "Hello"}])
     assert [x.message.content for x in same.choices] == [x.message.content for x in r.choices]
 
@@ -92,7 +92,7 @@ def test_chat_with_tools_is_accepted(start_tandem):
         "name": "get_weather", "description": "Weather for a city",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
     r = client(t).chat.completions.create(
-        model="tandem-tiny", max_tokens=8, temperature=0, tools=tools,
+        model="tiny", max_tokens=8, temperature=0, tools=tools,
         messages=[{"role": "user", "content": "Weather in Paris?"}])
     ch = r.choices[0]
     assert ch.finish_reason in ("stop", "length", "tool_calls")
@@ -106,7 +106,7 @@ def test_chat_with_tools_is_accepted(start_tandem):
 def test_completions_text_ids_echo_and_logprobs(start_tandem):
     t = start_tandem()
     c = client(t)
-    r = c.completions.create(model="tandem-tiny", prompt="The capital of France is",
+    r = c.completions.create(model="tiny", prompt="The capital of France is",
                              max_tokens=5, temperature=0, logprobs=2, echo=True)
     ch = r.choices[0]
     assert ch.text.startswith("The capital of France is")
@@ -114,11 +114,11 @@ def test_completions_text_ids_echo_and_logprobs(start_tandem):
     assert lp.token_logprobs[0] is None  # nothing predicts the first prompt token
     assert len(lp.tokens) == r.usage.prompt_tokens + r.usage.completion_tokens
     ids = requests.post(t.url + "/tokenize", json={"prompt": "The capital of France is"}).json()["tokens"]
-    by_ids = c.completions.create(model="tandem-tiny", prompt=ids, max_tokens=5, temperature=0)
-    plain = c.completions.create(model="tandem-tiny", prompt="The capital of France is",
+    by_ids = c.completions.create(model="tiny", prompt=ids, max_tokens=5, temperature=0)
+    plain = c.completions.create(model="tiny", prompt="The capital of France is",
                                  max_tokens=5, temperature=0)
     assert by_ids.choices[0].text == plain.choices[0].text
-    batch = c.completions.create(model="tandem-tiny", prompt=["a", "b"], max_tokens=3, temperature=0, n=2)
+    batch = c.completions.create(model="tiny", prompt=["a", "b"], max_tokens=3, temperature=0, n=2)
     assert len(batch.choices) == 4
 
 

@@ -64,3 +64,23 @@ def test_plan_errors_name_the_problem(tmp_path):
     bad.write_text('{"model_type": "deepseek_v4"}')
     r = run_tandem("plan", "--model", str(tmp_path))
     assert r.returncode == 2 and ("hidden_size" in r.stderr or "config.json" in r.stderr)
+
+
+def test_a_budget_that_does_not_fit_is_reported_not_refused():
+    """Flash with the default 1 GiB and 64 running requests: the plan, then what would fit."""
+    flash = str(CONFIGS / "deepseek-v4-flash.json")
+    r = run_tandem("plan", "--model", flash)
+    assert r.returncode == 0, r.stderr
+    assert "index_k" in r.stdout and "DOES NOT FIT" in r.stdout
+    p = json.loads(run_tandem("plan", "--json", "--model", flash).stdout)
+    assert p["budget"]["fits"] is False and p["budget"]["sequence_slots"] == 0
+    text = p["budget"]["does_not_fit"]
+    slots = int(text.split("max_running_requests <= ")[1].split(";")[0])
+    need = int(text.split("cache.memory_bytes >= ")[1].split(" ")[0])
+    # Both suggestions are exact: they fit, and one less does not.
+    for extra, fits in [(["--set", f"scheduler.max_running_requests={slots}"], True),
+                        (["--set", f"scheduler.max_running_requests={slots + 1}"], False),
+                        (["--set", f"cache.memory_bytes={need}"], True),
+                        (["--set", f"cache.memory_bytes={need - 1}"], False)]:
+        q = json.loads(run_tandem("plan", "--json", "--model", flash, *extra).stdout)
+        assert q["budget"]["fits"] is fits, (extra, q["budget"])

@@ -58,7 +58,7 @@ TEST_CASE("generation options: bad values are errors naming the field") {
         {R"({"top_p":0})", "top_p"},
         {R"({"max_tokens":0})", "max_tokens"},
         {R"({"max_tokens":1.5})", "max_tokens"},
-        {R"({"n":0})", "'n'"},
+        {R"({"n":0})", "n"},
         {R"({"stream":"yes"})", "stream"},
         {R"({"stop":[1]})", "stop[0]"},
         {R"({"stop":""})", "stop"},
@@ -73,6 +73,7 @@ TEST_CASE("generation options: bad values are errors naming the field") {
         auto r = parse(c.json);
         REQUIRE_MESSAGE(!r, c.json);
         CHECK_MESSAGE(r.error().message().find(c.field) != std::string::npos, c.json);
+        CHECK_MESSAGE(r.error().param() == c.field, c.json);  // OpenAI's `param`
         CHECK(r.error().code() == error_code::invalid_argument);
     }
 }

@@ -50,3 +50,11 @@ TEST_CASE("stop_matcher: the earliest of several stop strings wins; no stops is 
     CHECK(plain == "anything at all");
     CHECK_FALSE(none);
 }
+
+TEST_CASE("stop_matcher: matched() names the stop string that ended the text") {
+    stop_matcher m({"world", "lo"});
+    CHECK(m.matched().empty());
+    CHECK(m.push("hel").emit == "he");
+    CHECK(m.push("lo world").stopped);
+    CHECK(m.matched() == "lo");
+}

@@ -73,7 +73,7 @@ TEST_CASE("chat: minimal prompts and their ids (spec §2.6)") {
 }
 
 TEST_CASE("chat: request errors name the field") {
-    auto r = chat_request_from_openai_json(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","tool_calls":[{"id":"x","function":{"name":"f","arguments":{}}}]}]})");
+    auto r = chat_request_from_openai_json(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","tool_calls":[{"id":"x","type":"function","function":{"name":"f","arguments":{}}}]}]})");
     REQUIRE_FALSE(r.is_ok());
     CHECK(r.error().message().find("messages[1].tool_calls[0].function.arguments") != std::string::npos);
     r = chat_request_from_openai_json(R"({"messages":[{"role":"wizard","content":"a"}]})");

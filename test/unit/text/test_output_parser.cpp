@@ -199,6 +199,15 @@ TEST_CASE("output parser: failure modes come back as content and are flagged") {
     check_returned_as_content("", open + invoke("f", {param("a", true, "1") + " junk"}) + close);
     // a closing tag inside a value
     check_returned_as_content("", open + invoke("f", {param("a", true, "x</" + D + "parameter>y")}) + close);
+    // a value cut off inside a closing tag: the next invoke must not be swallowed into it
+    const std::string next = invoke("g", {param("x", true, "1")});
+    const std::string head = "<" + D + "invoke name=\"f\">\n<" + D + "parameter name=\"a\" string=\"true\">v";
+    for (const std::string& cut : {"</" + D + "invoke>", "</" + D + "para", "</" + D, "</" + D + "parameter",
+                                   "<" + D + "parameter name=\"b\" string=\"true\">"}) {
+        check_returned_as_content("", open + head + cut + "\n</" + D + "invoke>\n" + next + close);
+    }
+    check_returned_as_content("", open + invoke("f", {"<" + D + "parameter name=\"n\" string=\"false\">12</" + D + "invoke>"}) +
+                                      "\n" + next + close);
     // string="false" that is not JSON, a bad string attribute, a duplicate key, an empty name
     check_returned_as_content("", open + invoke("f", {param("n", false, "not json")}) + close);
     check_returned_as_content("", open + invoke("f", {"<" + D + "parameter name=\"a\" string=\"yes\">1</" + D + "parameter>"}) + close);
