@@ -132,6 +132,12 @@ constexpr const char* k_scalar_types[] = {"string", "number", "integer", "boolea
 
 result<json_value> strict_node(const json_value& in, bool top);
 
+// serde names the anyOf field in errors from inside it ("field `anyOf`: invalid type: ...").
+status in_any_of(const status& st) {
+    if (st.message().rfind(k_model_prefix, 0) != 0) return st;
+    return model_error("field `anyOf`: " + st.message().substr(k_model_prefix.size()));
+}
+
 status strict_object(const json_value& in, bool top, json_value* out) {
     json_value props;
     props.type = kind::object;
@@ -244,7 +250,7 @@ result<json_value> strict_node(const json_value& in, bool top) {
                 return model_error("field `anyOf`: invalid type: sequence, expected variant identifier");
             }
             auto node = strict_node(sub, false);
-            if (!node) return node.error();
+            if (!node) return in_any_of(node.error());
             items.items.push_back(std::move(*node));
         }
         out.set("anyOf", std::move(items));
