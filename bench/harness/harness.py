@@ -6,6 +6,7 @@ separately, the servers' /metrics deltas, a JSON result and PNG plots.
   run     against running servers:
             harness.py run --url http://127.0.0.1:8000 [--reference-url http://127.0.0.1:8001]
                            [--concurrency 8 | --rate 2.0] [--sessions 32] [--out DIR]
+  plot    re-draws the PNGs of a result.json:  harness.py plot harness-out/result.json
   verify  starts `single` (the reference) and `pd` on a model itself, runs the workload at each
           concurrency level against both, compares them session by session, and prints one
           verdict line; exit status 0 only without divergences and failures:
@@ -73,6 +74,19 @@ def reference_run(run, label):
     return ref
 
 
+def model_vocab_if_smaller(model_dir):
+    """The model's vocab_size when it is smaller than its tokenizer's id range (then prompts go
+    through the native API, folded: client.native), else None (the chat API as is)."""
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    vocab = int(cfg["vocab_size"])
+    tok_path = Path(model_dir) / "tokenizer.json"
+    if not tok_path.exists():
+        return None
+    tok = json.loads(tok_path.read_text())
+    ids = list(tok["model"]["vocab"].values()) + [t["id"] for t in tok.get("added_tokens", [])]
+    return vocab if vocab < max(ids) + 1 else None
+
+
 def one_run(a, url, reference, concurrency, rate, seed, label):
     opt = options(a, a.sessions or (2 * concurrency if concurrency else 16))
     sessions = make_sessions(seed, opt)
@@ -82,28 +96,50 @@ def one_run(a, url, reference, concurrency, rate, seed, label):
     with tqdm(total=total, desc=label + (f" @{concurrency}" if concurrency else ""),
               unit="turn", disable=a.no_progress, file=sys.stderr) as bar:
         run = runner.run(url, sessions, system, reference=reference, concurrency=concurrency,
-                         rate=rate, seed=seed, label=label, timeout=a.timeout, progress=bar)
+                         rate=rate, seed=seed, label=label, timeout=a.timeout, progress=bar,
+                         vocab=a.vocab)
     after = {u: metrics.scrape(u) for u in before}
     delta = {u: metrics.deltas(before[u], after[u]) for u in before}
     return run, delta
 
 
+def write_plots(out, runs, by_level):
+    plots.latency_cdfs(runs, out / "latency_cdf.png")
+    plots.throughput_over_time(runs, out / "throughput.png")
+    if by_level:
+        plots.rates_by_concurrency(by_level, out / "divergence_by_concurrency.png")
+
+
 def write_outputs(a, doc, runs, by_level):
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "result.json").write_text(json.dumps(doc, indent=2))
-    plots.latency_cdfs(runs, a.out / "latency_cdf.png")
-    plots.throughput_over_time(runs, a.out / "throughput.png")
-    if by_level:
-        plots.rates_by_concurrency(by_level, a.out / "divergence_by_concurrency.png")
+    doc["by_level"] = [[c, s] for c, s in by_level]
+    doc["runs"] = [runner.run_to_json(r) for r in runs]
+    (a.out / "result.json").write_text(json.dumps(doc))
+    write_plots(a.out, runs, by_level)
     print(f"wrote {a.out}/result.json and PNG plots", file=sys.stderr)
+
+
+def cmd_plot(a):
+    """Re-draws the PNGs of a result.json (its runs keep every turn's timings)."""
+    doc = json.loads(a.result.read_text())
+    out = a.out or a.result.parent
+    out.mkdir(parents=True, exist_ok=True)
+    write_plots(out, [runner.run_from_json(r) for r in doc["runs"]],
+                [(c, s) for c, s in doc.get("by_level", [])])
+    print(f"wrote PNG plots to {out}", file=sys.stderr)
+    return 0
 
 
 def cmd_run(a):
     if bool(a.concurrency) == bool(a.rate):
         sys.exit("give exactly one of --concurrency N (closed loop) or --rate R (open loop)")
+    if a.vocab is not None and a.vocab < 1:
+        sys.exit("--vocab must be positive")
     run, delta = one_run(a, a.url, a.reference_url, a.concurrency, a.rate, a.seed, a.label)
     s = report.summarize(run, a.slo_ttft_ms, a.slo_itl_ms)
     report.print_summary(s, sys.stdout)
+    for u, d in delta.items():
+        report.print_metric_deltas(u, d, sys.stdout)
     canary = metrics.value(metrics.scrape(a.url), "tandem_verify_divergences_total")
     doc = {"mode": "run", "url": a.url, "reference_url": a.reference_url, "summary": s,
            "metrics_deltas": delta}
@@ -127,6 +163,10 @@ def settled_canary(urls, timeout=300):
 def cmd_verify(a):
     levels = [int(x) for x in a.concurrency.split(",")]
     a.out.mkdir(parents=True, exist_ok=True)
+    a.vocab = model_vocab_if_smaller(a.model)
+    if a.vocab:
+        print(f"{a.model}: vocabulary {a.vocab} < the tokenizer's; turns go through "
+              "/generate with folded ids", file=sys.stderr)
     common = list(a.set)
     single = servers.Server(a.binary, a.model, "single", common, a.out / "single.log")
     pd = servers.Server(a.binary, a.model, "pd", common + list(a.pd_set), a.out / "pd.log")
@@ -140,6 +180,8 @@ def cmd_verify(a):
             ref = reference_run(run, "single")
             canary_div = metrics.value(delta[pd.url], "tandem_verify_divergences_total")
             report.print_summary(s, sys.stdout)
+            report.print_metric_deltas("pd", delta[pd.url], sys.stdout)
+            report.print_metric_deltas("single", delta[single.url], sys.stdout)
             lines.append(report.verdict_line(s, canary_div))
             levels_doc.append({"concurrency": c, "pd": s,
                                "single": report.summarize(ref, a.slo_ttft_ms, a.slo_itl_ms),
@@ -182,6 +224,9 @@ def main(argv=None):
     r.add_argument("--concurrency", type=int, help="closed loop: sessions at a time")
     r.add_argument("--rate", type=float, help="open loop: Poisson session arrivals per second")
     r.add_argument("--label", default="target")
+    r.add_argument("--vocab", type=int, default=None,
+                   help="the model's vocabulary when smaller than the tokenizer's (e.g. 32768 "
+                        "for the small preset): turns go through /generate with folded ids")
     workload_args(r)
     v = sub.add_parser("verify", help="start single and pd on a model and compare them")
     v.add_argument("--model", required=True, type=Path)
@@ -192,9 +237,12 @@ def main(argv=None):
     v.add_argument("--pd-set", action="append", default=[], metavar="KEY=VALUE",
                    help="config override for the pd server only, e.g. a fault drill")
     workload_args(v)
+    pl = sub.add_parser("plot", help="re-draw the plots of a result.json")
+    pl.add_argument("result", type=Path)
+    pl.add_argument("--out", type=Path, default=None, help="default: next to result.json")
     a = ap.parse_args(argv)
     t0 = time.time()
-    rc = cmd_run(a) if a.cmd == "run" else cmd_verify(a)
+    rc = {"run": cmd_run, "verify": cmd_verify, "plot": cmd_plot}[a.cmd](a)
     print(f"({time.time() - t0:.0f} s)", file=sys.stderr)
     return rc
 

@@ -4,6 +4,18 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+
+
+def _ms_axis(ax):
+    """Log-scale milliseconds with plain major labels (1, 10, 100, 1k, 10k) and no minor ones."""
+    ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    wide = lo <= 0 or hi / lo > 300  # more than ~2.5 decades: label the decades only
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(
+        lambda v, _: f"{v / 1000:g}k" if v >= 1000 else f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _cdf(ax, values, label):
@@ -24,7 +36,7 @@ def latency_cdfs(runs, path):
     for ax, title in zip(axes, ("time to first token", "inter-token latency", "end to end")):
         ax.set_title(title)
         ax.set_xlabel("ms")
-        ax.set_xscale("log")
+        _ms_axis(ax)
         ax.set_ylim(0, 1)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("fraction of turns (ITL: of tokens)")
@@ -34,8 +46,10 @@ def latency_cdfs(runs, path):
     plt.close(fig)
 
 
-def throughput_over_time(runs, path, bin_s=1.0):
+def throughput_over_time(runs, path):
+    """Generated tokens per second in bins of 1/60 of the longest run (at least 1 s)."""
     fig, ax = plt.subplots(figsize=(10, 4))
+    bin_s = max(1.0, max((r.ended - r.started for r in runs), default=60.0) / 60.0)
     for run in runs:
         times = [ts for t in run.turns for ts in t.result.token_times]
         if not times:
@@ -50,7 +64,7 @@ def throughput_over_time(runs, path, bin_s=1.0):
                 label=run.label + (f" @{run.concurrency}" if run.concurrency else ""))
     ax.set_xlabel("seconds since the run started")
     ax.set_ylabel("generated tokens / s")
-    ax.set_title("throughput over time")
+    ax.set_title(f"throughput over time ({bin_s:.0f} s bins)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
@@ -73,6 +87,10 @@ def rates_by_concurrency(summaries, path):
     for i, (_, s) in enumerate(summaries):
         ax.annotate(f"{s['divergent_turns']}/{s['compared_turns']}", (i - w, div[i]),
                     ha="center", va="bottom", fontsize="x-small")
+    if not any(div + rej + err):
+        ax.text(0.5, 0.5, f"no divergence, rejection or failure\n"
+                f"({sum(s['compared_turns'] for _, s in summaries)} turns compared)",
+                transform=ax.transAxes, ha="center", va="center", color="tab:green")
     ax.set_xticks(list(x), levels)
     ax.set_xlabel("concurrent sessions")
     ax.set_ylabel("% of turns")

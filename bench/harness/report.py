@@ -112,3 +112,20 @@ def print_summary(s, out):
     for d in s["first_divergences"][:5]:
         print(f"     session {d['session']} turn {d['turn']} ({d['step']}): first {d['kind']} "
               f"difference vs {d['against']} at token {d['token']}", file=out)
+
+
+# The server-side counters worth a line in the console (all of them are in result.json).
+KEY_METRICS = ("tandem_requests_finished_total", "tandem_requests_failed_total",
+               "tandem_requests_aborted_total", "tandem_rejected_queue_full_total",
+               "tandem_preemptions_total", "tandem_pd_transfers_total",
+               "tandem_verify_checks_total", "tandem_verify_divergences_total",
+               "tandem_verify_skipped_total")
+
+
+def print_metric_deltas(name, delta, out):
+    parts = []
+    for metric in KEY_METRICS:
+        moved = {k: v for k, v in delta.items() if k.split("{", 1)[0] == metric}
+        for key, v in sorted(moved.items()):
+            parts.append(f"{key.removeprefix('tandem_')} +{v:g}")
+    print(f"   {name} /metrics: " + (", ".join(parts) if parts else "no counter moved"), file=out)

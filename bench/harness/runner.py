@@ -8,15 +8,16 @@ and logprobs: batch-invariant kernels repeat both bit for bit). The history cont
 target's reply, so a divergence in one turn does not make every later turn differ.
 A `regenerate` step is also compared with the turn it repeats, on the same server.
 """
+import functools
 import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import requests
 
-from client import chat, first_difference
+from client import Result, chat, first_difference, native
 from workload import Conversation
 
 
@@ -46,7 +47,13 @@ def model_name(url):
     return r.json()["data"][0]["id"]
 
 
-def run_session(url, reference, model, system, session, record, timeout, stop):
+def sender(vocab):
+    """chat(), or native() folding prompts into `vocab` (a model smaller than its tokenizer)."""
+    return functools.partial(native, vocab=vocab) if vocab else chat
+
+
+def run_session(url, reference, model, system, session, record, timeout, stop, vocab=None):
+    send = sender(vocab)
     conv = Conversation(system, session)
     http = requests.Session()
     ref_http = requests.Session() if reference else None
@@ -55,7 +62,7 @@ def run_session(url, reference, model, system, session, record, timeout, stop):
         if stop.is_set():
             return
         body = conv.body(step, model)
-        res = chat(url, body, cancel_after=step.cancel_after, timeout=timeout, session=http)
+        res = send(url, body, cancel_after=step.cancel_after, timeout=timeout, session=http)
         rec = TurnRecord(session.index, i, step.kind, res)
         if res.outcome == "ok":
             if step.kind == "regenerate" and last_tokens is not None:
@@ -63,7 +70,7 @@ def run_session(url, reference, model, system, session, record, timeout, stop):
                 if diff:
                     rec.divergence = {"against": "regenerate", "token": diff[0], "kind": diff[1]}
             if reference and rec.divergence is None:
-                rec.reference = chat(reference, body, timeout=timeout, session=ref_http)
+                rec.reference = send(reference, body, timeout=timeout, session=ref_http)
                 if rec.reference.outcome == "ok":
                     diff = first_difference(res, rec.reference)
                     if diff:
@@ -78,7 +85,7 @@ def run_session(url, reference, model, system, session, record, timeout, stop):
 
 
 def run(url, sessions, system, *, reference=None, concurrency=None, rate=None, seed=0,
-        label="", timeout=600, progress=None):
+        label="", timeout=600, progress=None, vocab=None):
     """Runs every session; closed loop with `concurrency`, else open loop at `rate` sessions/s."""
     model = model_name(url)
     out = RunResult(label, concurrency, rate, time.time())
@@ -92,7 +99,7 @@ def run(url, sessions, system, *, reference=None, concurrency=None, rate=None, s
             progress.update(1)
 
     def one(s):
-        run_session(url, reference, model, system, s, record, timeout, stop)
+        run_session(url, reference, model, system, s, record, timeout, stop, vocab)
 
     try:
         if concurrency:
@@ -114,3 +121,15 @@ def run(url, sessions, system, *, reference=None, concurrency=None, rate=None, s
     out.ended = time.time()
     out.turns.sort(key=lambda t: (t.session, t.step))
     return out
+
+
+def run_to_json(run):
+    """Every turn with its timings, tokens and comparison: enough to re-plot (harness.py plot)."""
+    return asdict(run)
+
+
+def run_from_json(d):
+    turns = [TurnRecord(t["session"], t["step"], t["kind"], Result(**t["result"]),
+                        Result(**t["reference"]) if t["reference"] else None, t["divergence"])
+             for t in d["turns"]]
+    return RunResult(d["label"], d["concurrency"], d["rate"], d["started"], d["ended"], turns)

@@ -2,7 +2,8 @@
 `verify` starts single and pd itself and must FAIL when the pd side decodes from corrupted state
 (verify.fault_corrupt_kind: bits flipped after the checksums verified), naming the first
 divergent turn and token of each session; `run` against a fault-free pd with single as the
-reference must PASS with every greedy turn compared."""
+reference must PASS with every greedy turn compared (through the native API, folding ids into a
+smaller vocabulary as the `small` preset needs), and its result.json re-plots."""
 import json
 import subprocess
 import sys
@@ -52,11 +53,16 @@ def test_run_mode_fault_free_pd_matches_single(start_tandem, tmp_path):
     single = start_tandem(*cache_args())
     pd = start_tandem(*cache_args(), *pd_args("inproc"))
     out = tmp_path / "run"
+    # Through the native API this time (--vocab: what models smaller than the tokenizer need).
     p = harness("run", "--url", pd.url, "--reference-url", single.url, "--concurrency", "4",
-                "--seed", "5", "--out", str(out), *SMALL)
+                "--seed", "5", "--vocab", "32768", "--out", str(out), *SMALL)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.strip().splitlines()[-1].startswith("VERDICT: target @4, divergence 0/")
     s = json.loads((out / "result.json").read_text())["summary"]
     assert s["divergent_turns"] == 0 and s["outcomes"]["failed"] == 0
     assert s["compared_turns"] == s["outcomes"]["ok"] > 0  # every finished turn was compared
     assert s["ttft_ms"]["n"] > 0 and s["throughput_tok_s"] > 0
+    # The result keeps every turn, so the plots can be re-drawn from it.
+    p = harness("plot", str(out / "result.json"), "--out", str(tmp_path / "replot"))
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "replot" / "latency_cdf.png").read_bytes()[:4] == b"\x89PNG"
