@@ -45,19 +45,19 @@ status validate(const chat_request& req) {
         const json_value* strict = fn->find("strict");
         if (strict && strict->type == json_value::kind::boolean && strict->boolean) ++strict_tools;
     }
-    if (strict_tools != 0 && strict_tools != shown_tools) {
-        return request_error("tools: strict and non-strict tools cannot be mixed in one request");
-    }
-    if (strict_tools != 0 && req.response_format != response_format_kind::text) {
-        return request_error("response_format: cannot be used together with strict tools");
-    }
     const bool any_calls = std::any_of(req.messages.begin(), req.messages.end(),
                                        [](const chat_message& m) { return !m.tool_calls.empty(); });
     if (req.response_format == response_format_kind::json_object && req.messages.back().prefix) {
         return request_error("response_format: json_object cannot be used with a prefix assistant message");
     }
     if ((!req.tools.empty() || any_calls) && req.messages.back().prefix) {
-        return request_error("messages: a prefix assistant message cannot be used with tools or tool calls");
+        return request_error("Function call should not be used with prefix").with_param("messages");
+    }
+    if (strict_tools != 0 && strict_tools != shown_tools) {
+        return request_error("Cannot use strict tool with non-strict tool in the same request").with_param("tools");
+    }
+    if (strict_tools != 0 && req.response_format != response_format_kind::text) {
+        return request_error("response_format should not be used with tools").with_param("response_format");
     }
     std::unordered_set<std::string> pending;
     bool in_tool_results = false;

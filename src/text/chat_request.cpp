@@ -14,6 +14,13 @@ namespace tandem::text {
 
 namespace {
 
+status request_error(const std::string& what) { return make_error(error_code::invalid_argument, what); }
+
+// A body that does not deserialize into DeepSeek's request type: its words for it.
+status body_error(const std::string& field, const std::string& what) {
+    return request_error("invalid request body: " + what).with_param(field);
+}
+
 status field_error(const std::string& field, const std::string& what) {
     status st = make_error(error_code::invalid_argument, field + ": " + what);
     return field == "request body" ? st : st.with_param(field);
@@ -77,10 +84,10 @@ status read_tool_calls(const json_value& msg, const std::string& field, bool off
         if (!c.is_object()) return field_error(cf, "must be an object");
         if (!official) {
             const json_value* type = c.find("type");
-            if (type == nullptr || type->type == json_value::kind::null) return field_error(cf + ".type", "missing field `type`");
+            if (type == nullptr || type->type == json_value::kind::null) return body_error(cf + ".type", "missing field `type`");
             if (!type->is_string() || type->text != "function") {
-                return field_error(cf + ".type", "unknown variant `" + (type->is_string() ? type->text : std::string("?")) +
-                                                     "`, expected `function`");
+                return body_error(cf + ".type", "unknown variant `" + (type->is_string() ? type->text : std::string("?")) +
+                                                    "`, expected `function`");
             }
         }
         chat_tool_call call;
@@ -166,11 +173,11 @@ bool is_tool_name(const std::string& name) {
 status check_tool_function(const json_value& fn, const std::string& field, std::set<std::string>* names) {
     const std::string& name = fn.find("name")->text;
     if (!is_tool_name(name)) {
-        return field_error(field + ".function.name",
-                           "Invalid '" + field + ".function.name': string does not match pattern. Expected a "
-                           "string that matches the pattern '^[a-zA-Z0-9_-]+$'.");
+        return request_error("Invalid '" + field + ".function.name': string does not match pattern. Expected a "
+                             "string that matches the pattern '^[a-zA-Z0-9_-]+$'.")
+            .with_param(field + ".function.name");
     }
-    if (!names->insert(name).second) return field_error("tools", "Tool names must be unique.");
+    if (!names->insert(name).second) return request_error("Tool names must be unique.").with_param("tools");
     const json_value* params = fn.find("parameters");
     if (params && params->type == json_value::kind::null) params = nullptr;
     const json_value* strict = fn.find("strict");
@@ -241,20 +248,30 @@ status read_template_thinking(const json_value& body, std::string* type) {
     return status::ok();
 }
 
+size_t member_index(const json_value& obj, std::string_view key) {
+    for (size_t i = 0; i < obj.members.size(); ++i) {
+        if (obj.members[i].first == key) return i;
+    }
+    return obj.members.size();
+}
+
 status read_thinking(const json_value& body, chat_request* req) {
     // An explicit thinking object (or chat_template_kwargs.thinking) decides the mode;
     // reasoning_effort "none" only applies when neither is present (so {"type": "enabled"}
     // with "none" thinks at the default effort).
     std::string type;
     TANDEM_RETURN_IF_ERROR(read_template_thinking(body, &type));
+    std::string effort;
+    TANDEM_RETURN_IF_ERROR(read_string(body, "reasoning_effort", "reasoning_effort", false, &effort));
+    status effort_error = reasoning_effort_from_name(effort) ? status::ok() : apply_thinking("", effort, "reasoning_effort", req);
     if (const json_value* th = body.find("thinking"); th && th->type != json_value::kind::null) {
         TANDEM_RETURN_IF_ERROR(read_string(*th, "type", "thinking.type", true, &type));
         if (type != "enabled" && type != "adaptive" && type != "disabled") {
-            return field_error("thinking.type", "unknown variant `" + type + "`, expected one of `adaptive`, `enabled`, `disabled`");
+            // Both wrong: the one earlier in the body is reported, as a deserializer would.
+            if (!effort_error && member_index(body, "reasoning_effort") < member_index(body, "thinking")) return effort_error;
+            return body_error("thinking.type", "unknown variant `" + type + "`, expected one of `adaptive`, `enabled`, `disabled`");
         }
     }
-    std::string effort;
-    TANDEM_RETURN_IF_ERROR(read_string(body, "reasoning_effort", "reasoning_effort", false, &effort));
     return apply_thinking(type, effort, "reasoning_effort", req);
 }
 
@@ -276,8 +293,10 @@ status read_response_format(const json_value& body, chat_request* req) {
     if (type == "text") return status::ok();
     if (type == "json_object") {
         if (!mentions_json(*req)) {
-            return field_error("response_format", "Prompt must contain the word 'json' in some form to use "
-                                                  "'response_format' of type 'json_object'.");
+            return make_error(error_code::invalid_argument,
+                              "Prompt must contain the word 'json' in some form to use 'response_format' of "
+                              "type 'json_object'.")
+                .with_param("response_format");
         }
         req->response_format = response_format_kind::json_object;
         return status::ok();
@@ -309,9 +328,9 @@ status apply_thinking(std::string_view thinking_type, std::string_view effort_na
     // no type was given (so {"type": "enabled"} with "none" thinks at the default effort).
     auto effort = reasoning_effort_from_name(effort_name);
     if (!effort) {
-        return field_error(effort_field, "unknown variant `" + std::string(effort_name) +
-                                             "`, expected one of `none`, `minimal`, `low`, `medium`, "
-                                             "`high`, `xhigh`, `ultra`, `max`");
+        return body_error(effort_field, "unknown variant `" + std::string(effort_name) +
+                                            "`, expected one of `none`, `minimal`, `low`, `medium`, "
+                                            "`high`, `xhigh`, `ultra`, `max`");
     }
     req->thinking = thinking_type != "disabled" && !(thinking_type.empty() && *effort == reasoning_effort::unset);
     req->effort = *effort == reasoning_effort::unset ? reasoning_effort::high : *effort;
@@ -336,6 +355,8 @@ result<chat_request> chat_request_from_openai_json(std::string_view body) {
         if (m->role == chat_role::developer) m->role = chat_role::system;
         req.messages.push_back(std::move(m).value());
     }
+    // DeepSeek's API deserializes the whole body before its rules run: shape errors come first.
+    TANDEM_RETURN_IF_ERROR(read_thinking(root, &req));
     TANDEM_RETURN_IF_ERROR(read_tools(root, &req));
     TANDEM_RETURN_IF_ERROR(read_tool_choice(root, &req));
     // As OpenAI (deepseek-recipe accepts it and ignores the choice): nothing to force a call to.
@@ -343,7 +364,6 @@ result<chat_request> chat_request_from_openai_json(std::string_view body) {
                               req.tool_choice == tool_choice_kind::named)) {
         return field_error("tool_choice", "'tool_choice' is only allowed when 'tools' are specified");
     }
-    TANDEM_RETURN_IF_ERROR(read_thinking(root, &req));
     TANDEM_RETURN_IF_ERROR(read_response_format(root, &req));
     return req;
 }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -241,6 +242,7 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
         on_done(in.peer, *d, out);
     } else if (auto* f = std::get_if<prefill_failed_msg>(&in.msg)) {
         if (transfer* t = find(f->request_id, in.peer)) {
+            note_finished(in.peer, f->request_id);
             fail(f->request_id, *t,
                  make_error(error_code::unavailable, "the prefill engine failed the job: " + f->reason),
                  true, out);
@@ -294,6 +296,7 @@ void decode_link::on_done(transport::peer_id peer, prefill_done_msg& done,
     r.first_token = done.first_token;
     r.first_logprobs = from_wire(scored_position{done.first_token, done.first_logprob, done.top_logprobs});
     for (const scored_position& p : done.prompt_logprobs) r.prompt_logprobs.push_back(from_wire(p));
+    note_finished(peer, done.request_id);
     transfer_seconds_.observe(engine::monotonic_seconds() - t->started_s);
     c_.ok.fetch_add(1);
     out.push_back(std::move(r));
@@ -322,6 +325,7 @@ void decode_link::on_peer_lost(transport::peer_id peer, const status& why,
         fail(id, t, make_error(error_code::unavailable, "prefill peer lost: " + why.message()),
              true, out, engine::release_cause::peer_lost);
     }
+    last_finished_.erase(peer);
     // Its link is closed: no write of an aborted request can arrive any more.
     cache::page_pool& pool = seqs_->pool();
     for (auto it = quarantine_peer_.begin(); it != quarantine_peer_.end();) {
@@ -334,15 +338,39 @@ void decode_link::on_peer_lost(transport::peer_id peer, const status& why,
     }
 }
 
+void decode_link::note_finished(transport::peer_id peer, uint64_t job) {
+    finished_job& f = last_finished_[peer];
+    if (job >= f.job) f = {job, monotonic_ms()};
+}
+
+// Fair deadlines (invariant 12): a transfer fails when IT made no progress for
+// transfer_timeout_ms AND neither did the queue it waits in. A prefill engine works on a link's
+// jobs oldest first, so a job sent while earlier ones are still in flight waits behind them: any
+// write to, or finish of, an earlier job on the same peer is progress of that queue and restarts
+// its clock. A job starved while LATER ones progress is not waiting behind anyone: its clock
+// runs. A link where nothing moves fails every job on it after the timeout, as before.
 void decode_link::expire(std::vector<engine::remote_prefill_result>& out) {
     const int64_t now = monotonic_ms();
-    for (auto& [id, t] : transfers_) {
-        if (t.reported || now - t.progress_ms < opt_.transfer_timeout_ms) continue;
-        fail(id, t,
+    std::vector<std::pair<uint64_t, transfer*>> by_job;
+    by_job.reserve(transfers_.size());
+    for (auto& [id, t] : transfers_) by_job.emplace_back(id, &t);
+    std::sort(by_job.begin(), by_job.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::unordered_map<transport::peer_id, int64_t> ahead_ms;  // newest progress of earlier jobs
+    for (auto& [id, t] : by_job) {
+        int64_t& ahead = ahead_ms.try_emplace(t->peer, 0).first->second;
+        if (auto f = last_finished_.find(t->peer); f != last_finished_.end() && f->second.job < id) {
+            ahead = std::max(ahead, f->second.at_ms);
+        }
+        const int64_t progress = std::max(t->progress_ms, ahead);
+        ahead = std::max(ahead, t->progress_ms);
+        if (t->reported || now - progress < opt_.transfer_timeout_ms) continue;
+        fail(id, *t,
              make_error(error_code::deadline_exceeded,
                         fmt::format("the prefill transfer made no progress for "
-                                    "transport.transfer_timeout_ms = {} ({} of {} layers landed)",
-                                    opt_.transfer_timeout_ms, t.tracker->layers_ready(),
+                                    "transport.transfer_timeout_ms = {}, nor did any job ahead "
+                                    "of it on that prefill ({} of {} layers landed)",
+                                    opt_.transfer_timeout_ms, t->tracker->layers_ready(),
                                     seqs_->pool().layout().layers().size())),
              false, out, engine::release_cause::deadline);
     }

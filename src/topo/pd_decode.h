@@ -109,6 +109,7 @@ class decode_link final : public engine::remote_prefill {
     void on_peer_lost(transport::peer_id peer, const status& why,
                       std::vector<engine::remote_prefill_result>& out);
     void expire(std::vector<engine::remote_prefill_result>& out);
+    void note_finished(transport::peer_id peer, uint64_t job);
     transfer* find(uint64_t id, transport::peer_id peer);
     std::optional<transport::peer_id> pick_peer() const;
     void publish();
@@ -130,6 +131,13 @@ class decode_link final : public engine::remote_prefill {
     std::unordered_map<engine::request_id, uint64_t> job_of_;        // request → its job id
     uint64_t next_job_ = 1;
     std::unordered_map<uint64_t, transport::peer_id> quarantine_peer_;  // aborted job → peer
+    // Per peer: the newest job that peer finished (done or failed) and when. A job sent after it
+    // was waiting behind it, so that finish counts as progress of the queue it waits in.
+    struct finished_job {
+        uint64_t job = 0;
+        int64_t at_ms = 0;
+    };
+    std::unordered_map<transport::peer_id, finished_job> last_finished_;
     abort_book aborts_;
     std::vector<inbound> draining_;
 

@@ -338,6 +338,7 @@ LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 class Metrics:
     def __init__(self, text):
+        self.text = text
         self.series = [(m.group(1), dict(LABEL_RE.findall(m.group(2) or "")), float(m.group(3)))
                        for m in SERIES_RE.finditer(text)]
 
@@ -348,7 +349,7 @@ class Metrics:
         """Sum of the series named `name` whose labels include `labels`; the name must exist."""
         found = [v for n, ls, v in self.series
                  if n == name and all(ls.get(k) == v2 for k, v2 in labels.items())]
-        assert found, f"/metrics has no {name}{labels or ''}"
+        assert found, f"/metrics has no {name}{labels or ''}:\n{self.text[-4000:]}"
         return sum(found)
 
 

@@ -274,7 +274,9 @@ def test_sigterm_with_transfers_in_flight_exits_cleanly(start_tandem, single):
 # drop); corruption, drops and storms stay on for the whole test.
 FAULTS = {
     "delay": dict(fault_delay_ms=20),                                # every frame 20 ms late
-    "stall": dict(fault_stall_ms=6000, fault_stall_after_frames=10),  # > transfer_timeout_ms
+    # > transfer_timeout_ms, < peer_timeout_ms: a read stall that long is a lost peer, and every
+    # new link would stall again.
+    "stall": dict(fault_stall_ms=6000, fault_stall_after_frames=10, peer_timeout_ms=30000),
     "drop": dict(fault_drop_after_frames=300),                       # every link, again and again
     "corrupt": dict(fault_corrupt_probability=0.005),                # one byte of some frames
     "abort_storm": dict(fault_abort_storm=2),                        # 2 bogus ABORTs per frame
@@ -301,10 +303,19 @@ def fault_trace(name, m):
         assert failed == 0
 
 
+# The transfer deadline each fault runs under. It measures a job's own lack of progress and that
+# of the jobs ahead of it, so waiting behind others never trips it; but one prefill step longer
+# than the deadline still does, and on a loaded 2-core machine a step can take seconds. The delay
+# test asserts that slow frames fail nothing, so its deadline stays clear of step times; the stall
+# must outlast its deadline.
+DEADLINE_MS = {"delay": 30000}
+
+
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_injected_fault_fails_clearly_or_matches_single(start_tandem, single, fault):
     t = start_tandem(*cache_args(), *pd_args(
-        "tcp", transfer_timeout_ms=3000, abort_lease_ms=500, reconnect_min_ms=50,
+        "tcp", transfer_timeout_ms=DEADLINE_MS.get(fault, 3000), abort_lease_ms=500,
+        reconnect_min_ms=50,
         reconnect_max_ms=500, fault_seed=1234, **FAULTS[fault]))
     items = make_workload(seed=31, sessions=8, generates=16)
     want = single(items)

@@ -1,6 +1,6 @@
 // render_chat() and tokenize_prompt() against deepseek-recipe on a generated corpus of OpenAI
 // bodies (tools/text/gen_chat_golden.py): the prompt text and the token ids must be identical,
-// and requests the official API rejects must be rejected.
+// and requests the official API rejects must be rejected with its message.
 #include <simdjson.h>
 
 #include <doctest/doctest.h>
@@ -28,8 +28,15 @@ TEST_CASE("chat: render_chat matches deepseek-recipe on the stored corpus") {
         auto req = chat_request_from_openai_json(body);
         std::string_view expected_prompt;
         if (c["prompt"].get(expected_prompt)) {  // the reference rejects this request
-            bool failed = !req.is_ok() || !render_chat(*req).is_ok();
-            if (!failed) FAIL_CHECK("accepted a request the reference rejects: " << body);
+            status why = req.is_ok() ? render_chat(*req).error() : req.error();
+            if (why.is_ok()) FAIL_CHECK("accepted a request the reference rejects: " << body);
+            // ...with the same message (the reference's error is an OpenAI error body).
+            std::string_view error;
+            simdjson::dom::parser error_parser;
+            if (!c["error"].get(error) && error.starts_with("{")) {
+                std::string_view want = error_parser.parse(error)["error"]["message"];
+                CHECK_MESSAGE(why.message() == want, body);
+            }
             ++rejected;
             ++index;
             continue;

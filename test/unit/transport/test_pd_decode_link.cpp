@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "topo/pd_decode.h"
@@ -70,6 +71,7 @@ struct rig {
     engine::sampling_params params;
     std::vector<int32_t> prompt;
     std::vector<engine::remote_prefill_result> results;
+    std::map<uint64_t, engine::remote_prefill_result> early;
     std::mt19937_64 rng{11};
 
     explicit rig(decode_link_options opt = {2000, 300})
@@ -121,18 +123,18 @@ struct rig {
         return *sent;
     }
     // Polls (as the scheduler thread does) until a result for `id` arrives.
+    // Results for other requests that arrive meanwhile are kept for their own wait.
     engine::remote_prefill_result wait_result(uint64_t id, int ms = 5000) {
         engine::remote_prefill_result found;
         bool got = eventually([&] {
             results.clear();
             link.poll(results);
-            for (auto& r : results) {
-                if (r.id == id) {
-                    found = std::move(r);
-                    return true;
-                }
-            }
-            return false;
+            for (auto& r : results) early.emplace(r.id, std::move(r));
+            auto it = early.find(id);
+            if (it == early.end()) return false;
+            found = std::move(it->second);
+            early.erase(it);
+            return true;
         }, ms);
         REQUIRE_MESSAGE(got, "no result for request " << id);
         return found;
@@ -325,4 +327,57 @@ TEST_CASE("pd decode_link: the deadline is one of progress: a slow but steady tr
     REQUIRE_MESSAGE(res.error.is_ok(), res.error.message());
     r.seqs->destroy(seq);
     CHECK(r.idle_and_free());
+}
+
+TEST_CASE("pd decode_link: a job waiting behind slow earlier jobs on its link does not expire") {
+    // A's writes trickle in for longer than the deadline; B, sent after A, gets nothing until A
+    // is done. B waited behind A: that is not B's lack of progress.
+    rig r({400, 300});
+    engine::sequence_id a = r.start(10);
+    engine::sequence_id b = r.start(11);
+    REQUIRE(eventually([&] { return r.prefill.job_count() == 2; }));
+    const prefill_job_msg job_a = r.prefill.job(0), job_b = r.prefill.job(1);
+    int writes = 0;
+    std::thread prefill([&] {
+        r.respond(job_a, [&](pd_message&) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(40));
+            ++writes;
+            return true;
+        });
+        r.respond(job_b);
+    });
+    auto res_a = r.wait_result(10, 20000);
+    auto res_b = r.wait_result(11, 20000);
+    prefill.join();
+    CHECK(writes * 40 > 400);  // A alone took longer than the deadline
+    REQUIRE_MESSAGE(res_a.error.is_ok(), res_a.error.message());
+    REQUIRE_MESSAGE(res_b.error.is_ok(), res_b.error.message());
+    r.seqs->destroy(a);
+    r.seqs->destroy(b);
+    CHECK(r.idle_and_free());
+}
+
+TEST_CASE("pd decode_link: a job starved while later jobs on its link progress still expires") {
+    // The link is busy, but only with B, sent after A: A is not waiting behind anyone.
+    rig r({300, 300});
+    engine::sequence_id a = r.start(12);
+    engine::sequence_id b = r.start(13);
+    REQUIRE(eventually([&] { return r.prefill.job_count() == 2; }));
+    const prefill_job_msg job_b = r.prefill.job(1);
+    std::thread prefill([&] {
+        r.respond(job_b, [&](pd_message&) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(40));
+            return true;
+        });
+    });
+    auto res_a = r.wait_result(12, 20000);
+    REQUIRE_FALSE(res_a.error.is_ok());
+    CHECK(res_a.error.code() == error_code::deadline_exceeded);
+    CHECK(res_a.error.message().find("nor did any job ahead of it") != std::string::npos);
+    auto res_b = r.wait_result(13, 20000);
+    prefill.join();
+    REQUIRE_MESSAGE(res_b.error.is_ok(), res_b.error.message());
+    r.link.release(12, a, res_a.cause);
+    r.seqs->destroy(b);
+    REQUIRE(eventually([&] { return r.idle_and_free(); }));
 }
