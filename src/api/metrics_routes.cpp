@@ -12,6 +12,33 @@ void metric(std::string& out, const char* name, const char* type, const char* he
     out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
 }
 
+void render_prefix_cache_metrics(std::string& text, const engine::prefix_cache_counters& p) {
+    metric(text, "tandem_prefix_cache_lookup_tokens_total", "counter",
+           "Tokens admitted requests needed (prompt + earlier output)", p.lookup_tokens);
+    metric(text, "tandem_prefix_cache_hit_tokens_total", "counter",
+           "Of those, tokens restored from the prefix cache instead of computed", p.hit_tokens);
+    const double ratio = p.lookup_tokens > 0 ? static_cast<double>(p.hit_tokens) /
+                                                   static_cast<double>(p.lookup_tokens)
+                                             : 0.0;
+    text += fmt::format("# HELP tandem_prefix_cache_hit_ratio hit tokens / lookup tokens\n"
+                        "# TYPE tandem_prefix_cache_hit_ratio gauge\n"
+                        "tandem_prefix_cache_hit_ratio {:.6f}\n",
+                        ratio);
+    metric(text, "tandem_prefix_cache_pages", "gauge", "Pool pages the prefix cache holds",
+           p.cached_pages);
+    metric(text, "tandem_prefix_cache_snapshots", "gauge", "Boundary snapshots held",
+           p.snapshots);
+    metric(text, "tandem_prefix_cache_snapshot_bytes", "gauge", "Bytes of boundary snapshots held",
+           p.snapshot_bytes);
+    metric(text, "tandem_prefix_cache_evicted_pages_total", "counter",
+           "History pages evicted (history family)", p.evicted_pages);
+    metric(text, "tandem_prefix_cache_evicted_snapshots_total", "counter",
+           "Snapshots evicted (snapshot family)", p.evicted_snapshots);
+    metric(text, "tandem_prefix_cache_restore_failures_total", "counter",
+           "Snapshots that failed verification (the request recomputed instead)",
+           p.restore_failures);
+}
+
 void labelled(std::string& out, const char* name, const char* help, const char* label,
               const std::vector<std::pair<const char*, int64_t>>& values) {
     out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n", name, help);
@@ -96,6 +123,7 @@ void handle_metrics(app_state& app, const http::request&, const http::responder&
         metric(text, "tandem_generated_tokens_total", "counter", "Tokens generated",
                s.generated_tokens);
         metric(text, "tandem_steps_total", "counter", "Scheduler steps", s.steps);
+        if (s.prefix.enabled) render_prefix_cache_metrics(text, s.prefix);
         text += m.time_to_first_token.render_prometheus(
             "tandem_time_to_first_token_seconds", "Time from admission to the first token");
         text += m.inter_token_latency.render_prometheus(

@@ -206,6 +206,27 @@ void handle_abort_request(app_state& app, const http::request& req, const http::
     out.send({200, {}, w.take()});
 }
 
+// Answered from the engine's thread once the flush ran at a step boundary: 409 while requests
+// hold cache state (SGLang's /flush_cache refuses when not idle, too), 400 when the cache is off.
+void handle_flush_cache(app_state& app, const http::request& req, const http::responder& out) {
+    (void)req;
+    engine::engine* e = engine_or_503(app, out);
+    if (!e) return;
+    e->flush_prefix_cache([out](result<int64_t> freed) {
+        if (!freed) {
+            if (freed.error().code() == error_code::unavailable) {
+                http::send_error(out, 409, freed.error().message());
+            } else {
+                send_status_error(out, freed.error());
+            }
+            return;
+        }
+        json_writer w;
+        w.begin_object().key("flushed").value(true).key("pages_freed").value(*freed).end_object();
+        out.send({200, {}, w.take()});
+    });
+}
+
 void handle_health_generate(app_state& app, const http::request& req, const http::responder& out) {
     engine::engine* e = engine_or_503(app, out);
     if (!e) return;

@@ -34,6 +34,7 @@ http::router make_router(app_state& app) {
     r.add("POST", "/v1/messages/render",
                                     [&app](auto& req, auto out) { handle_messages_render(app, req, out); });
     r.add("POST", "/abort_request", [&app](auto& req, auto out) { handle_abort_request(app, req, out); });
+    r.add("POST", "/flush_cache",   [&app](auto& req, auto out) { handle_flush_cache(app, req, out); });
     if (app.cfg().server.debug_endpoints) {
         r.add("POST", "/debug/stall", [&app](auto& req, auto out) { handle_debug_stall(app, req, out); });
     }

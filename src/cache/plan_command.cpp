@@ -1,5 +1,6 @@
 // cache/plan_command.cpp — `tandem plan`: the cache layout and capacity for a config.
 #include "cache/plan_command.h"
+#include "cache/snapshot.h"
 
 #include <cstdio>
 #include <fstream>
@@ -207,6 +208,25 @@ result<cache_plan> make_cache_plan(const config& cfg, bool report_misfit) {
     return misfit;
 }
 
+namespace {
+
+// One boundary snapshot of the prefix cache (snapshot.h), at the first boundary holding a full
+// window, with its header.
+struct snapshot_size {
+    int64_t total = 0;
+    int64_t per_kind[k_state_kinds] = {};
+};
+
+snapshot_size compute_snapshot_size(const layout_spec& l) {
+    snapshot_size s;
+    const int64_t b = align_up(std::max(l.window_rows(), l.page_size()), l.page_size());
+    for (const snapshot_part& part : snapshot_parts(l, b)) s.per_kind[static_cast<int>(part.kind)] += part.bytes;
+    s.total = snapshot_payload_bytes(l, b) + static_cast<int64_t>(sizeof(snapshot_header));
+    return s;
+}
+
+}  // namespace
+
 std::string render_plan_text(const cache_plan& p) {
     const layout_spec& l = p.layout;
     const model::model_config& m = p.model;
@@ -238,6 +258,12 @@ std::string render_plan_text(const cache_plan& p) {
     }
     s += fmt::format("  fixed state per sequence: {} B ({})\n", l.state_bytes_per_sequence(),
                      human(static_cast<double>(l.state_bytes_per_sequence())));
+    const snapshot_size snap = compute_snapshot_size(l);
+    s += fmt::format("  prefix-cache boundary snapshot: {} B ({}; window {} B, attn Ca {} B, index "
+                     "Ca {} B) = {:.0f} tokens of history\n",
+                     snap.total, human(static_cast<double>(snap.total)), snap.per_kind[0],
+                     snap.per_kind[1], snap.per_kind[2],
+                     static_cast<double>(snap.total) / l.bytes_per_token());
     const capacity c = compute_capacity(p);
     if (!p.does_not_fit.empty()) {
         s += fmt::format("budget {} B ({}) DOES NOT FIT: {}\n", p.memory_bytes,
@@ -285,6 +311,13 @@ std::string render_plan_json(const cache_plan& p) {
     }
     w.end_object();
     w.key("state_bytes_per_sequence").value(l.state_bytes_per_sequence());
+    const snapshot_size snap = compute_snapshot_size(l);
+    w.key("snapshot").begin_object();
+    w.key("bytes").value(snap.total);
+    for (int k = 0; k < k_state_kinds; ++k) {
+        w.key(state_kind_name(static_cast<state_kind>(k))).value(snap.per_kind[k]);
+    }
+    w.end_object();
     const capacity c = compute_capacity(p);
     w.key("budget").begin_object();
     w.key("memory_bytes").value(p.memory_bytes);

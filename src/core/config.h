@@ -47,6 +47,9 @@ struct cache_section {
     int64_t page_size = 0;      // tokens per page, a multiple of 128
     int64_t memory_bytes = 0;   // pool budget (0 = memory_fraction of available memory)
     double memory_fraction = 0; // used when memory_bytes = 0
+    bool prefix_cache = false;  // radix prefix cache over the pool (engine/prefix_cache.h)
+    int64_t snapshot_interval_tokens = 0;  // extra prefill snapshots (multiple of page_size)
+    int64_t snapshot_memory_bytes = 0;     // snapshot budget (0: memory budget / 8)
 };
 
 struct scheduler_section {

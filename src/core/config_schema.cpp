@@ -87,6 +87,18 @@ const std::vector<field>& table() {
         real("cache", "memory_fraction",
          "Share of available memory for the pool when memory_bytes = 0.",
          REF(cache.memory_fraction), 0.001, 1.0),
+        boolean("cache", "prefix_cache",
+                "Reuse cached prompt prefixes (history pages + boundary snapshots); the same "
+                "tokens and logprobs as without it.",
+                REF(cache.prefix_cache)),
+        integer("cache", "snapshot_interval_tokens",
+         "Also snapshot a prefill every this many tokens (a multiple of page_size; 0: only at "
+         "the prompt end and the decode tail).",
+         REF(cache.snapshot_interval_tokens), 0, k_int_max),
+        integer("cache", "snapshot_memory_bytes",
+         "Bytes of boundary snapshots the prefix cache keeps, besides the pool (0: 1/8 of the "
+         "pool budget).",
+         REF(cache.snapshot_memory_bytes), 0, k_int_max),
 
         integer("scheduler", "max_running_requests", "Requests decoding at once.",
          REF(scheduler.max_running_requests), 1, 1 << 20),

@@ -25,6 +25,7 @@ struct capacity_stats {
     int64_t pages_free = 0;
     int64_t page_size = 0;  // tokens per page
     int64_t sequences = 0;  // requests holding capacity
+    int64_t cached_pages = 0;  // pages the prefix cache holds (freed by eviction when unused)
 };
 
 class capacity {

@@ -1,6 +1,10 @@
 #include "engine/cpu_engine.h"
 
+#include <fmt/format.h>
+
 #include "cache/plan_command.h"
+#include "cache/snapshot.h"
+#include "core/log.h"
 #include "engine/cpu_executor.h"
 #include "model/model.h"
 
@@ -21,7 +25,41 @@ scheduler_options scheduler_options_from(const config& cfg, std::shared_ptr<hear
     return so;
 }
 
-result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg) {
+namespace {
+
+result<std::shared_ptr<prefix_cache>> make_prefix_cache(const config& cfg,
+                                                        const cache::cache_plan& plan,
+                                                        std::shared_ptr<pool_sequences> seqs,
+                                                        uint64_t model_fingerprint) {
+    if (!cfg.cache.prefix_cache) return std::shared_ptr<prefix_cache>();
+    const int64_t page = plan.layout.page_size();
+    if (cfg.cache.snapshot_interval_tokens % page != 0) {
+        return make_error(error_code::invalid_argument,
+                          fmt::format("cache.snapshot_interval_tokens: {} is not a multiple of "
+                                      "cache.page_size ({})",
+                                      cfg.cache.snapshot_interval_tokens, page));
+    }
+    prefix_cache_options o;
+    o.cache_key = prefix_cache_key(plan.layout.fingerprint(), model_fingerprint, cfg.model.numerics);
+    o.snapshot_interval_tokens = cfg.cache.snapshot_interval_tokens;
+    o.snapshot_budget_bytes = cfg.cache.snapshot_memory_bytes > 0 ? cfg.cache.snapshot_memory_bytes
+                                                                  : plan.memory_bytes / 8;
+    const int64_t snap = cache::snapshot_payload_bytes(plan.layout, page) +
+                         static_cast<int64_t>(sizeof(cache::snapshot_header));
+    TANDEM_LOG_INFO("prefix cache: on; up to {} pages ({} tokens) of shared history in the pool, "
+                    "snapshots up to {:.1f} MiB ({} B each, about {} of them); extra snapshot "
+                    "every {} prefill tokens",
+                    plan.split.num_pages, plan.split.tokens,
+                    static_cast<double>(o.snapshot_budget_bytes) / (1 << 20), snap,
+                    o.snapshot_budget_bytes / std::max<int64_t>(snap, 1),
+                    o.snapshot_interval_tokens > 0 ? fmt::format("{}", o.snapshot_interval_tokens)
+                                                   : std::string("(never)"));
+    return std::make_shared<prefix_cache>(std::move(seqs), o);
+}
+
+}  // namespace
+
+result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint) {
     result<model::model_options> mo =
         model::model_options_from(cfg.model.numerics, cfg.backend.threads);
     if (!mo) return mo.error();
@@ -43,16 +81,22 @@ result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg) {
     cpu_engine_parts parts;
     parts.sequences = std::make_shared<pool_sequences>(std::move(pool.value()));
     parts.executor = std::make_unique<cpu_executor>(std::move(m.value()), parts.sequences);
-    parts.cap = std::make_unique<pool_capacity>(parts.sequences);
+    result<std::shared_ptr<prefix_cache>> prefix =
+        make_prefix_cache(cfg, *plan, parts.sequences, model_fingerprint);
+    if (!prefix) return prefix.error();
+    parts.prefix = std::move(prefix.value());
+    parts.cap = std::make_unique<pool_capacity>(parts.sequences, parts.prefix);
     return parts;
 }
 
-result<std::unique_ptr<engine>> make_cpu_engine(const config& cfg, liveness_registry* liveness) {
-    result<cpu_engine_parts> parts = make_cpu_engine_parts(cfg);
+result<std::unique_ptr<engine>> make_cpu_engine(const config& cfg, liveness_registry* liveness,
+                                                uint64_t model_fingerprint) {
+    result<cpu_engine_parts> parts = make_cpu_engine_parts(cfg, model_fingerprint);
     if (!parts) return parts.error();
+    scheduler_options so = scheduler_options_from(cfg, liveness ? liveness->add("scheduler") : nullptr);
+    so.prefix = parts->prefix;
     std::unique_ptr<engine> eng = std::make_unique<scheduler>(
-        std::move(parts->executor), std::move(parts->cap),
-        scheduler_options_from(cfg, liveness ? liveness->add("scheduler") : nullptr));
+        std::move(parts->executor), std::move(parts->cap), std::move(so));
     return eng;
 }
 

@@ -20,12 +20,15 @@ struct cpu_engine_parts {
     std::unique_ptr<model_executor> executor;
     std::unique_ptr<tandem::engine::capacity> cap;
     std::shared_ptr<pool_sequences> sequences;  // the pool, shared by executor and capacity
+    std::shared_ptr<prefix_cache> prefix;       // null when cache.prefix_cache = false
 };
 
 // Keys read: model.path, model.numerics, backend.threads, cache.kv_dtype, cache.index_k_dtype,
-// cache.page_size, cache.memory_bytes, cache.memory_fraction, scheduler.max_running_requests
-// (also the pool's sequence slots).
-result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg);
+// cache.page_size, cache.memory_bytes, cache.memory_fraction, cache.prefix_cache,
+// cache.snapshot_interval_tokens, cache.snapshot_memory_bytes, scheduler.max_running_requests
+// (also the pool's sequence slots). `model_fingerprint` (topo/model_identity.h) goes into the
+// prefix cache's key.
+result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint = 0);
 
 // The [scheduler] limits: max_running_requests, max_queued_requests, max_prefill_tokens,
 // max_context_tokens, queue_timeout_ms; and [verify] (sample_rate, max_inflight,
@@ -35,6 +38,7 @@ scheduler_options scheduler_options_from(const config& cfg, std::shared_ptr<hear
 // Parts + scheduler. When `liveness` is given, the scheduler loop registers its heartbeat there
 // as "scheduler" (so /health sees a stall).
 result<std::unique_ptr<engine>> make_cpu_engine(const config& cfg,
-                                                liveness_registry* liveness = nullptr);
+                                                liveness_registry* liveness = nullptr,
+                                                uint64_t model_fingerprint = 0);
 
 }  // namespace tandem::engine

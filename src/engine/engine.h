@@ -86,6 +86,19 @@ struct submit_request {
     std::string trace_id;      // the HTTP request id, for logs
 };
 
+// Prefix cache counters (all 0 when the cache is off).
+struct prefix_cache_counters {
+    bool enabled = false;
+    int64_t lookup_tokens = 0;       // tokens admissions needed
+    int64_t hit_tokens = 0;          // of those, taken from the cache
+    int64_t cached_pages = 0;        // pool pages the cache holds
+    int64_t snapshots = 0;
+    int64_t snapshot_bytes = 0;
+    int64_t evicted_pages = 0;       // history family
+    int64_t evicted_snapshots = 0;   // snapshot family
+    int64_t restore_failures = 0;    // snapshots that failed verification (recomputed instead)
+};
+
 struct engine_stats {
     int64_t queued = 0;
     int64_t running = 0;
@@ -101,6 +114,7 @@ struct engine_stats {
     int64_t prompt_tokens = 0;
     int64_t generated_tokens = 0;
     int64_t steps = 0;
+    prefix_cache_counters prefix;
 };
 
 // Latency and size distributions for /metrics (seconds; batch size in sequences).
@@ -133,6 +147,13 @@ public:
     // Test/debug hook: the next step that has work sleeps `ms` first, with work pending, so the
     // scheduler heartbeat reports a stall (invariant 10 e2e test). 0 cancels a pending stall.
     virtual void inject_stall(int64_t ms) { (void)ms; }
+    // POST /flush_cache: drops every cached prefix. `done` runs once (on the engine's thread, or
+    // here when the engine has no cache) with the pages freed, or unavailable while requests
+    // hold cache state.
+    using flush_callback = std::function<void(result<int64_t>)>;
+    virtual void flush_prefix_cache(flush_callback done) {
+        done(make_error(error_code::invalid_argument, "the prefix cache is off (cache.prefix_cache)"));
+    }
     // Shadow verification's counters and last divergence (verifier.h); empty when the engine
     // does not verify.
     virtual verify_report verification() const { return {}; }

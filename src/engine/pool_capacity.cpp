@@ -1,6 +1,7 @@
 #include "engine/pool_capacity.h"
 
 #include "core/check.h"
+#include "engine/prefix_cache.h"
 
 namespace tandem::engine {
 
@@ -38,7 +39,9 @@ cache::slot_ref pool_sequences::slot(sequence_id id) const {
     return it->second;
 }
 
-pool_capacity::pool_capacity(std::shared_ptr<pool_sequences> seqs) : seqs_(std::move(seqs)) {}
+pool_capacity::pool_capacity(std::shared_ptr<pool_sequences> seqs,
+                             std::shared_ptr<prefix_cache> prefix)
+    : seqs_(std::move(seqs)), prefix_(std::move(prefix)) {}
 
 int64_t pool_capacity::pages_for(int64_t tokens) const {
     const int64_t ps = seqs_->pool().layout().page_size();
@@ -51,17 +54,25 @@ int64_t pool_capacity::max_tokens_per_request() const {
 
 bool pool_capacity::can_admit(int64_t tokens, int64_t headroom_tokens) const {
     const cache::pool_stats s = seqs_->pool().stats();
-    return s.slots_free > 0 &&
-           seqs_->pool().can_alloc_pages(pages_for(tokens) + pages_for(headroom_tokens));
+    const int64_t need = pages_for(tokens) + pages_for(headroom_tokens);
+    if (s.slots_free == 0) return false;
+    if (seqs_->pool().can_alloc_pages(need)) return true;
+    return prefix_ && s.pages_free + prefix_->evictable_pages() >= need;
 }
 
 bool pool_capacity::allocate(sequence_id id, int64_t tokens) {
-    return seqs_->pool().ensure_capacity(seqs_->slot(id), tokens);
+    const cache::slot_ref slot = seqs_->slot(id);
+    if (seqs_->pool().ensure_capacity(slot, tokens)) return true;
+    if (!prefix_) return false;
+    const int64_t missing = pages_for(tokens) - static_cast<int64_t>(seqs_->pool().page_table(slot).size());
+    prefix_->evict_pages(missing - seqs_->pool().stats().pages_free);
+    return seqs_->pool().ensure_capacity(slot, tokens);
 }
 
 capacity_stats pool_capacity::stats() const {
     const cache::pool_stats s = seqs_->pool().stats();
-    return {s.pages_total, s.pages_free, seqs_->pool().layout().page_size(), seqs_->live()};
+    return {s.pages_total, s.pages_free, seqs_->pool().layout().page_size(), seqs_->live(),
+            prefix_ ? prefix_->cached_pages() : 0};
 }
 
 }  // namespace tandem::engine

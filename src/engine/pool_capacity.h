@@ -4,7 +4,9 @@
 // creates and drops them (a slot holds the sequence's window and compressor rings and its page
 // table), pool_capacity grows their page tables before each step. Both run on the scheduler
 // thread only. pool_capacity::free() is a no-op: dropping the slot (executor free_sequence)
-// releases its pages; the scheduler always calls both.
+// releases its pages; the scheduler always calls both. With a prefix cache, pages the cache holds
+// count as available: admission counts what it could evict, and allocation evicts (history
+// family, leaf-first) when the free list is short.
 #pragma once
 
 #include <memory>
@@ -39,9 +41,12 @@ class pool_sequences {
     sequence_id next_id_ = 1;
 };
 
+class prefix_cache;
+
 class pool_capacity final : public capacity {
   public:
-    explicit pool_capacity(std::shared_ptr<pool_sequences> seqs);
+    explicit pool_capacity(std::shared_ptr<pool_sequences> seqs,
+                           std::shared_ptr<prefix_cache> prefix = nullptr);
 
     int64_t max_tokens_per_request() const override;
     bool can_admit(int64_t tokens, int64_t headroom_tokens) const override;
@@ -52,6 +57,7 @@ class pool_capacity final : public capacity {
   private:
     int64_t pages_for(int64_t tokens) const;
     std::shared_ptr<pool_sequences> seqs_;
+    std::shared_ptr<prefix_cache> prefix_;
 };
 
 }  // namespace tandem::engine

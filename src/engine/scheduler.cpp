@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "core/log.h"
 
 namespace tandem::engine {
 
@@ -22,6 +23,7 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
       executor_(std::move(executor)),
       capacity_(std::move(cap)),
       remote_(opt_.remote),
+      prefix_(opt_.prefix),
       heartbeat_(opt_.loop_heartbeat ? opt_.loop_heartbeat
                                      : std::make_shared<heartbeat>("scheduler")),
       vocab_(executor_->vocab_size()),
@@ -160,6 +162,22 @@ void scheduler::finish(request_id id) {
     post({inbox_msg::kind::finish, id, nullptr});
 }
 
+void scheduler::flush_prefix_cache(flush_callback done) {
+    if (!prefix_) {
+        engine::flush_prefix_cache(std::move(done));
+        return;
+    }
+    {
+        std::lock_guard lock(inbox_mu_);
+        if (!stopping_) {
+            inbox_.push_back({inbox_msg::kind::flush, 0, nullptr, std::move(done)});
+            done = nullptr;
+        }
+    }
+    inbox_cv_.notify_one();
+    if (done) done(make_error(error_code::unavailable, "engine is stopping"));
+}
+
 engine_stats scheduler::stats() const {
     engine_stats s;
     s.queued = c_.queued.load();
@@ -175,6 +193,12 @@ engine_stats scheduler::stats() const {
     s.prompt_tokens = c_.prompt_tokens.load();
     s.generated_tokens = c_.generated_tokens.load();
     s.steps = c_.steps.load();
+    if (prefix_) {
+        const prefix_cache_stats p = prefix_->stats();
+        s.prefix = {true,          p.lookup_tokens,  p.hit_tokens,
+                    p.cached_pages, p.snapshots,     p.snapshot_bytes,
+                    p.evicted_pages, p.evicted_snapshots, p.restore_failures};
+    }
     return s;
 }
 
@@ -228,8 +252,13 @@ void scheduler::check_idle_integrity() const {
     TANDEM_CHECK_MSG(live_.empty(), "a request is known but in no queue");
     TANDEM_CHECK_MSG(!verifier_.holds_sequence(), "a finished verification kept its sequence");
     const capacity_stats cs = capacity_->stats();
-    TANDEM_CHECK_MSG(cs.sequences == 0 && cs.pages_free == cs.pages_total,
+    TANDEM_CHECK_MSG(cs.sequences == 0 && cs.pages_free + cs.cached_pages == cs.pages_total,
                      "cache capacity leaked by an ended request");
+    if (prefix_) {
+        TANDEM_CHECK_MSG(!prefix_->holds_sequences() && prefix_->locked_nodes() == 0,
+                         "the prefix cache still locks a path of an ended request");
+        prefix_->tree().check_integrity();
+    }
 }
 
 void scheduler::step() {
@@ -291,6 +320,8 @@ void scheduler::drain_inbox() {
             m.req->verify = !m.req->prefill_progress && verifier_.draw();
             live_[m.id] = m.req.get();
             waiting_.push_back(std::move(m.req));
+        } else if (m.what == inbox_msg::kind::flush) {
+            apply_flush(m.flushed);
         } else {
             apply_end_request(m.id, m.what == inbox_msg::kind::abort);
         }
@@ -308,6 +339,14 @@ void scheduler::apply_end_request(request_id id, bool abort) {
         end_request(r, request_state::finished, finish_reason::stop, status::ok(),
                     "stopped by the API (stop string)");
     }
+}
+
+// Applied at a step boundary, before admission: refused while any request holds cache state.
+void scheduler::apply_flush(const flush_callback& done) {
+    result<int64_t> freed = prefix_->flush();
+    if (freed) TANDEM_LOG_INFO("prefix cache flushed: {} pages freed", *freed);
+    publish_stats();  // whoever `done` wakes may read stats() at once
+    done(std::move(freed));
 }
 
 void scheduler::expire_queued() {
@@ -352,19 +391,23 @@ void scheduler::admit() {
             break;  // wait for a running request to end
         }
         r.sequence = *seq;
-        TANDEM_CHECK(capacity_->allocate(r.sequence, need));
-        r.computed = 0;
         // pd: a fresh request's prompt is prefilled remotely; a preempted one that already
         // produced tokens is recomputed here (see scheduler_options::remote).
         const bool remote = remote_ && r.output.empty();
+        // A cached prefix (shared pages + restored snapshot) is state the sequence now holds.
+        r.computed = prefix_ && !remote ? prefix_->attach(r) : 0;
+        if (r.computed > 0) r.state_path = verify_path::prefix_cache;  // what shadow checks blame
+        TANDEM_CHECK(capacity_->allocate(r.sequence, need));
         if (remote && !start_remote(r)) {
             sweep_ended();
             continue;
         }
         if (!remote) {
             transition(r.state, request_state::prefilling,
-                       r.started ? fmt::format("re-admitted: recompute {} tokens", need)
-                                 : std::string("admitted"));
+                       r.started ? fmt::format("re-admitted: recompute {} tokens", need - r.computed)
+                       : r.computed > 0
+                           ? fmt::format("admitted: {} tokens from the prefix cache", r.computed)
+                           : std::string("admitted"));
         }
         r.started = true;
         running_.push_back(std::move(waiting_.front()));
@@ -449,6 +492,8 @@ void scheduler::release_sequence(request& r, release_cause cause) {
     if (r.transferring()) {
         remote_->release(r.id, r.sequence, cause);
     } else {
+        // Whatever ended it, the state of its computed tokens is valid: publish it.
+        if (prefix_) prefix_->release(r, true);
         executor_->free_sequence(r.sequence);
     }
     r.sequence = -1;

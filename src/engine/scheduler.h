@@ -32,6 +32,7 @@
 #include "engine/capacity.h"
 #include "engine/engine.h"
 #include "engine/model_executor.h"
+#include "engine/prefix_cache.h"
 #include "engine/remote_prefill.h"
 #include "engine/request.h"
 #include "engine/verifier.h"
@@ -57,6 +58,8 @@ struct scheduler_options {
     std::shared_ptr<remote_prefill> remote;
     // How often a scheduler with transfers in flight and nothing to compute polls them.
     int64_t remote_poll_ms = 2;
+    // The prefix cache over this engine's pool (engine/prefix_cache.h); null = off.
+    std::shared_ptr<prefix_cache> prefix;
     // Shadow verification ([verify]; verifier.h): recomputes sampled finished requests on steps
     // with nothing else to do. Off (sample_rate 0) by default and on the pd prefill side.
     verify_options verify;
@@ -90,6 +93,7 @@ class scheduler final : public engine {
     int32_t vocab_size() const override { return vocab_; }
     int32_t eos_token_id() const override { return eos_; }
     void inject_stall(int64_t ms) override { stall_ms_.store(ms); }
+    void flush_prefix_cache(flush_callback done) override;
     verify_report verification() const override { return verifier_.report(); }
     // Asks the scheduler thread to stop after the step in progress; every unfinished request then
     // ends with an error (unavailable). The destructor does this and joins; calling it from a
@@ -100,9 +104,10 @@ class scheduler final : public engine {
 
   private:
     struct inbox_msg {
-        enum class kind { submit, abort, finish } what;
+        enum class kind { submit, abort, finish, flush } what;
         request_id id = 0;
         std::unique_ptr<request> req;  // submit only
+        flush_callback flushed;        // flush only
     };
 
     // scheduler.cpp: thread, inbox, admission, endings.
@@ -113,6 +118,7 @@ class scheduler final : public engine {
     void step();
     void drain_inbox();
     void apply_end_request(request_id id, bool abort);
+    void apply_flush(const flush_callback& done);
     void expire_queued();
     void admit();
     bool start_remote(request& r);
@@ -148,6 +154,7 @@ class scheduler final : public engine {
     std::unique_ptr<model_executor> executor_;
     std::unique_ptr<capacity> capacity_;
     std::shared_ptr<remote_prefill> remote_;
+    std::shared_ptr<prefix_cache> prefix_;
     std::shared_ptr<heartbeat> heartbeat_;
     int32_t vocab_ = 0;
     int32_t eos_ = -1;

@@ -59,7 +59,9 @@ step_plan scheduler::build_plan() {
         const int64_t remaining = total - r.computed;
         TANDEM_CHECK(remaining >= 1);
         const bool decoding = r.state.state == request_state::decoding;
-        const int64_t n = decoding ? 1 : std::min(remaining, budget);
+        int64_t n = decoding ? 1 : std::min(remaining, budget);
+        // Prefix cache: a chunk ends on the next snapshot boundary (the same logits either way).
+        if (!decoding && prefix_) n = std::min(n, prefix_->next_stop(r) - r.computed);
         if (n == 0) continue;  // prefill budget spent; it continues next step
         TANDEM_CHECK(!decoding || remaining == 1);
         plan_item item;
@@ -92,6 +94,7 @@ void scheduler::sample_and_commit(const step_plan& plan, const step_output& out)
         const int64_t n = static_cast<int64_t>(item.tokens.size());
         if (item.logits == logits_mode::all) commit_prompt_logprobs(r, item, out, i);
         r.computed += n;
+        if (prefix_) prefix_->after_step(r);
         if (r.computed < r.total_tokens()) {  // mid-prefill: nothing to sample yet
             if (r.prefill_progress) {
                 // pd prefill side: complete pages travel while the next chunk computes.

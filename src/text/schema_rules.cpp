@@ -105,30 +105,37 @@ status expect(bool ok, const json_value& v, std::string_view what) {
     return ok ? status::ok() : model_error(fmt::format("invalid type: {}, expected {}", unexpected(v), what));
 }
 
-// Copies an optional keyword of a given shape into `out`.
+// A keyword value of a given shape, as serde checks it.
 enum class field_shape { string, i64, number, strings };
+status check_shape(const json_value& v, field_shape shape) {
+    switch (shape) {
+        case field_shape::string: return expect(v.is_string(), v, "a string");
+        case field_shape::number: return expect(v.type == kind::number, v, "a JSON number");
+        case field_shape::i64:
+            if (v.type == kind::number && !reads_as_float(v) && integer_fit(v.text) == int_fit::u64) {
+                return model_error(fmt::format("invalid value: integer `{}`, expected i64", v.text));
+            }
+            return expect(v.type == kind::number && !reads_as_float(v), v, "i64");
+        case field_shape::strings:
+            TANDEM_RETURN_IF_ERROR(expect(v.type == kind::array, v, "a sequence"));
+            for (const json_value& s : v.items) TANDEM_RETURN_IF_ERROR(expect(s.is_string(), s, "a string"));
+            return status::ok();
+    }
+    return status::ok();
+}
+
+// Copies an optional keyword of a given shape into `out`.
 status copy_field(const json_value& in, std::string_view key, field_shape shape, json_value* out) {
     const json_value* v = present(in, key);
     if (v == nullptr) return status::ok();
-    switch (shape) {
-        case field_shape::string: TANDEM_RETURN_IF_ERROR(expect(v->is_string(), *v, "a string")); break;
-        case field_shape::number: TANDEM_RETURN_IF_ERROR(expect(v->type == kind::number, *v, "a JSON number")); break;
-        case field_shape::i64:
-            if (v->type == kind::number && !reads_as_float(*v) && integer_fit(v->text) == int_fit::u64) {
-                return model_error(fmt::format("invalid value: integer `{}`, expected i64", v->text));
-            }
-            TANDEM_RETURN_IF_ERROR(expect(v->type == kind::number && !reads_as_float(*v), *v, "i64"));
-            break;
-        case field_shape::strings:
-            TANDEM_RETURN_IF_ERROR(expect(v->type == kind::array, *v, "a sequence"));
-            for (const json_value& s : v->items) TANDEM_RETURN_IF_ERROR(expect(s.is_string(), s, "a string"));
-            break;
-    }
+    TANDEM_RETURN_IF_ERROR(check_shape(*v, shape));
     out->set(std::string(key), *v);
     return status::ok();
 }
 
 constexpr const char* k_scalar_types[] = {"string", "number", "integer", "boolean", "null"};
+constexpr const char* k_numeric_keywords[] = {"default", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                              "multipleOf"};
 
 result<json_value> strict_node(const json_value& in, bool top);
 
@@ -138,28 +145,69 @@ status in_any_of(const status& st) {
     return model_error("field `anyOf`: " + st.message().substr(k_model_prefix.size()));
 }
 
-status strict_object(const json_value& in, bool top, json_value* out) {
+// One keyword of a node of type `t`, read as serde reads it (checked, nested schemas normalized)
+// into `got`; keywords the model lacks are skipped.
+status read_keyword(const std::string& t, const std::string& key, const json_value& v, json_value* got) {
+    auto keep = [&](field_shape shape) -> status {
+        TANDEM_RETURN_IF_ERROR(check_shape(v, shape));
+        got->set(key, v);
+        return status::ok();
+    };
+    if (key == "description") return keep(field_shape::string);
+    if (t == "object") {
+        if (key == "properties") {
+            TANDEM_RETURN_IF_ERROR(expect(v.is_object(), v, "a map"));
+            json_value props;
+            props.type = kind::object;
+            for (const auto& [name, sub] : v.members) {
+                auto node = strict_node(sub, false);
+                if (!node) return node.error();
+                props.set(name, std::move(*node));
+            }
+            got->set(key, std::move(props));
+        } else if (key == "additionalProperties") {
+            TANDEM_RETURN_IF_ERROR(expect(v.type == kind::boolean, v, "a boolean"));
+            got->set(key, v);
+        } else if (key == "required") {
+            return keep(field_shape::strings);
+        }
+        return status::ok();
+    }
+    if (t == "string") {
+        if (key == "pattern") return keep(field_shape::string);
+        if (key == "enum") return keep(field_shape::strings);
+        if (key == "format") {
+            TANDEM_RETURN_IF_ERROR(expect(v.is_string(), v, "a string"));
+            static const std::set<std::string> formats = {"email", "hostname", "ipv4", "ipv6", "uuid"};
+            if (!formats.count(v.text)) {
+                return model_error(fmt::format("unknown variant `{}`, expected one of `email`, `hostname`, `ipv4`, "
+                                               "`ipv6`, `uuid`", v.text));
+            }
+            got->set(key, v);
+        }
+        return status::ok();
+    }
+    if (t == "integer" || t == "number") {
+        for (const char* k : k_numeric_keywords) {
+            if (key == k) return keep(t == "integer" ? field_shape::i64 : field_shape::number);
+        }
+        return status::ok();
+    }
+    if (t == "array" && key == "items") {
+        auto node = strict_node(v, false);
+        if (!node) return node.error();
+        got->set(key, std::move(*node));
+    }
+    return status::ok();
+}
+
+// The object rules, checked once the node deserialized; `got` holds its keywords.
+status strict_object(const json_value& got, bool top, json_value* out) {
     json_value props;
     props.type = kind::object;
-    if (const json_value* p = present(in, "properties")) {
-        TANDEM_RETURN_IF_ERROR(expect(p->is_object(), *p, "a map"));
-        for (const auto& [key, sub] : p->members) {
-            auto node = strict_node(sub, false);
-            if (!node) return node.error();
-            props.set(key, std::move(*node));
-        }
-    }
-    const json_value* extra = present(in, "additionalProperties");
-    if (extra) TANDEM_RETURN_IF_ERROR(expect(extra->type == kind::boolean, *extra, "a boolean"));
-    const json_value* required = present(in, "required");
-    if (required) {
-        TANDEM_RETURN_IF_ERROR(expect(required->type == kind::array, *required, "a sequence"));
-        for (const json_value& r : required->items) TANDEM_RETURN_IF_ERROR(expect(r.is_string(), r, "a string"));
-    }
-    json_value tail;  // the description, written after the object rules' keys
-    tail.type = kind::object;
-    TANDEM_RETURN_IF_ERROR(copy_field(in, "description", field_shape::string, &tail));
-    // The object rules, checked once the node deserialized.
+    if (const json_value* p = got.find("properties")) props = *p;
+    const json_value* extra = got.find("additionalProperties");
+    const json_value* required = got.find("required");
     if (extra && extra->boolean) return rule_error("additionalProperties should not be true");
     if (!top && props.members.empty()) return rule_error("An object with no properties is not allowed.");
     json_value names;  // always every property, in property order (as the API writes it)
@@ -178,7 +226,7 @@ status strict_object(const json_value& in, bool top, json_value* out) {
     out->set("properties", std::move(props));
     out->set("additionalProperties", json_value::make_bool(false));
     out->set("required", std::move(names));
-    if (const json_value* d = tail.find("description")) out->set("description", *d);
+    if (const json_value* d = got.find("description")) out->set("description", *d);
     return status::ok();
 }
 
@@ -197,40 +245,26 @@ status strict_typed(const json_value& in, const json_value& type, bool top, json
     }
     if (!type.is_string()) return model_error(std::string(k_node_kinds));
     const std::string& t = type.text;
-    if (t == "object") return strict_object(in, top, out);
-    if (t == "string") {
-        TANDEM_RETURN_IF_ERROR(copy_field(in, "description", field_shape::string, out));
-        TANDEM_RETURN_IF_ERROR(copy_field(in, "pattern", field_shape::string, out));
-        if (const json_value* f = present(in, "format")) {
-            TANDEM_RETURN_IF_ERROR(expect(f->is_string(), *f, "a string"));
-            static const std::set<std::string> formats = {"email", "hostname", "ipv4", "ipv6", "uuid"};
-            if (!formats.count(f->text)) {
-                return model_error(fmt::format("unknown variant `{}`, expected one of `email`, `hostname`, `ipv4`, "
-                                               "`ipv6`, `uuid`", f->text));
-            }
-            out->set("format", *f);
-        }
-        return copy_field(in, "enum", field_shape::strings, out);
+    static const std::set<std::string> types = {"object", "string", "number", "integer", "boolean", "array", "null"};
+    if (!types.count(t)) {
+        return model_error(fmt::format("unknown variant `{}`, expected one of `object`, `string`, `number`, `integer`, "
+                                       "`boolean`, `array`, `null`", t));
     }
-    if (t == "integer" || t == "number") {
-        const field_shape shape = t == "integer" ? field_shape::i64 : field_shape::number;
-        TANDEM_RETURN_IF_ERROR(copy_field(in, "description", field_shape::string, out));
-        for (const char* key : {"default", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}) {
-            TANDEM_RETURN_IF_ERROR(copy_field(in, key, shape, out));
-        }
-        return status::ok();
+    // serde reads the keywords in the body's order, so the first bad one is the one reported.
+    json_value got;
+    got.type = kind::object;
+    for (const auto& [key, v] : in.members) {
+        if (v.type != kind::null) TANDEM_RETURN_IF_ERROR(read_keyword(t, key, v, &got));
     }
-    if (t == "array") {
-        const json_value* items = present(in, "items");
-        if (items == nullptr) return model_error("missing field `items`");
-        auto node = strict_node(*items, false);
-        if (!node) return node.error();
-        out->set("items", std::move(*node));
-        return copy_field(in, "description", field_shape::string, out);
+    if (t == "object") return strict_object(got, top, out);
+    if (t == "array" && got.find("items") == nullptr) return model_error("missing field `items`");
+    // Written in the model's order.
+    static const char* const order[] = {"items", "description", "pattern", "format", "enum", "default", "minimum",
+                                        "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+    for (const char* key : order) {
+        if (const json_value* v = got.find(key)) out->set(key, *v);
     }
-    if (t == "boolean" || t == "null") return copy_field(in, "description", field_shape::string, out);
-    return model_error(fmt::format("unknown variant `{}`, expected one of `object`, `string`, `number`, `integer`, "
-                                   "`boolean`, `array`, `null`", t));
+    return status::ok();
 }
 
 result<json_value> strict_node(const json_value& in, bool top) {

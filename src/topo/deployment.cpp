@@ -1,5 +1,6 @@
 // topo/deployment.cpp — Choosing and validating the topology; the single topology.
 #include "topo/deployment.h"
+#include "topo/model_identity.h"
 
 #include "engine/cpu_engine.h"
 #include "topo/pd_deployment.h"
@@ -59,7 +60,11 @@ result<std::unique_ptr<deployment>> deployment::create(const config& cfg,
                                                        liveness_registry& liveness) {
     TANDEM_RETURN_IF_ERROR(validate_topology(cfg));
     if (cfg.topology.mode == "pd") return make_pd_deployment(cfg, liveness);
-    result<std::unique_ptr<engine::engine>> e = engine::make_cpu_engine(cfg, &liveness);
+    // The prefix cache's key names the weights, not only their shape.
+    result<model_identity> model = identify_model(cfg.model.path, cfg.model.numerics);
+    if (!model) return model.error();
+    result<std::unique_ptr<engine::engine>> e =
+        engine::make_cpu_engine(cfg, &liveness, model->fingerprint);
     if (!e) return e.error();
     std::unique_ptr<deployment> d = std::make_unique<single_deployment>(std::move(e.value()));
     return d;

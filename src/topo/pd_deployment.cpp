@@ -36,13 +36,16 @@ struct decode_side {
 
 result<prefill_side> build_prefill(const config& cfg, const model_identity& model,
                                    liveness_registry& liveness) {
-    result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(cfg);
+    // The prefill engine keeps the prefix cache: a hit computes only the suffix, and the decode
+    // still receives every page and the whole slot state (shared pages are read, not moved).
+    result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(cfg, model.fingerprint);
     if (!parts) return parts.error().with_context("prefill engine");
     prefill_side p;
     p.seqs = parts->sequences;
     engine::scheduler_options so =
         engine::scheduler_options_from(cfg, liveness.add("prefill scheduler"));
     so.verify = {};  // the decode side checks whole requests (prompt state included)
+    so.prefix = parts->prefix;
     p.sched = std::make_unique<engine::scheduler>(std::move(parts->executor),
                                                   std::move(parts->cap), std::move(so));
     p.endpoint = std::make_unique<pd_endpoint>(pd_role::prefill, p.seqs->pool().layout(), model);
@@ -52,7 +55,9 @@ result<prefill_side> build_prefill(const config& cfg, const model_identity& mode
 
 result<decode_side> build_decode(const config& cfg, const model_identity& model,
                                  liveness_registry& liveness) {
-    result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(cfg);
+    config decode_cfg = cfg;
+    decode_cfg.cache.prefix_cache = false;  // no decode-side cache yet (README: pd topology)
+    result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(decode_cfg);
     if (!parts) return parts.error().with_context("decode engine");
     decode_side d;
     d.seqs = parts->sequences;

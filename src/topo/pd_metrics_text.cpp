@@ -110,6 +110,21 @@ void render_prefill_metrics(std::string& out, const pd_prefill_metrics& m, const
     single(out, "tandem_pd_aborts_received_total", "counter", "ABORTs received from decode peers",
            m.aborts_received);
     single(out, "tandem_pd_decode_peers_ready", "gauge", "Decode peers connected", m.peers_ready);
+    if (eng.prefix.enabled) {  // the prefill engine's prefix cache
+        single(out, "tandem_pd_prefill_cache_lookup_tokens_total", "counter",
+               "Prompt tokens prefill jobs needed", eng.prefix.lookup_tokens);
+        single(out, "tandem_pd_prefill_cache_hit_tokens_total", "counter",
+               "Of those, tokens restored from the prefill engine's prefix cache",
+               eng.prefix.hit_tokens);
+        single(out, "tandem_pd_prefill_cache_pages", "gauge",
+               "Prefill pool pages the prefix cache holds", eng.prefix.cached_pages);
+        single(out, "tandem_pd_prefill_cache_snapshots", "gauge", "Boundary snapshots held",
+               eng.prefix.snapshots);
+        single(out, "tandem_pd_prefill_cache_evicted_pages_total", "counter",
+               "History pages evicted", eng.prefix.evicted_pages);
+        single(out, "tandem_pd_prefill_cache_evicted_snapshots_total", "counter",
+               "Snapshots evicted", eng.prefix.evicted_snapshots);
+    }
     transport_metrics(out, "prefill", ep, t);
 }
 

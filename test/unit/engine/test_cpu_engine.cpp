@@ -111,7 +111,8 @@ TEST_CASE("cpu engine: preemption in a 3-page pool gives the same greedy tokens"
     const auto together = generate(**eng, prompts, p, true);
     CHECK(together == alone);
     CHECK((*eng)->stats().preemptions > 0);
-    CHECK((*eng)->stats().pages_free == 3);
+    // Every page is free or held by the prefix cache (decode tails crossed into page 2).
+    CHECK((*eng)->stats().pages_free + (*eng)->stats().prefix.cached_pages == 3);
 }
 
 TEST_CASE("cpu engine: a missing model directory is a clear error") {

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include "model/dtype.h"
@@ -117,5 +118,41 @@ TEST_CASE("model: stored BF16 / FP8+FP4 weights give bitwise the logits of their
         const weight_memory& mem = stored.m->memory();
         CHECK(mem.in_place_total() + mem.converted_bytes <= mem.checkpoint_bytes * 105 / 100);
         CHECK(mem.in_place_total() > mem.checkpoint_bytes * 8 / 10);
+    }
+}
+
+namespace {
+// Overwrites the first byte of tensor `name`'s data in dir/model.safetensors.
+void patch_first_byte(const std::string& dir, const std::string& name, uint8_t value) {
+    const std::string path = dir + "/model.safetensors";
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    REQUIRE(f.good());
+    uint64_t header_len = 0;
+    f.read(reinterpret_cast<char*>(&header_len), 8);
+    std::string header(header_len, '\0');
+    f.read(header.data(), static_cast<std::streamsize>(header_len));
+    simdjson::dom::parser parser;
+    simdjson::dom::element root;
+    REQUIRE(parser.parse(header).get(root) == simdjson::SUCCESS);
+    simdjson::dom::array offsets;
+    REQUIRE(root[name]["data_offsets"].get_array().get(offsets) == simdjson::SUCCESS);
+    const int64_t begin = int64_t(offsets.at(0));
+    f.seekp(static_cast<std::streamoff>(8 + header_len + begin));
+    f.write(reinterpret_cast<const char*>(&value), 1);
+    REQUIRE(f.good());
+}
+}  // namespace
+
+TEST_CASE("weights: FP8 block scales the kernels cannot fold are a startup error naming the tensor") {
+    // 0xff is E8M0's NaN code; 2^10 is beyond the 2^8 the FP8 kernels fold 2^120 into.
+    for (uint8_t bad : {uint8_t{0xff}, uint8_t{127 + 10}}) {
+        CAPTURE(int(bad));
+        temp_dir dir("bad_scale");
+        make_checkpoint("tiny-fp8", 1, dir.str());
+        patch_first_byte(dir.str(), "layers.1.attn.wq_b.scale", bad);
+        auto r = model::load(dir.str(), model_options{});
+        REQUIRE_FALSE(r.is_ok());
+        CHECK(r.error().message().find("layers.1.attn.wq_b.scale") != std::string::npos);
+        CHECK(r.error().message().find("scale 0") != std::string::npos);
     }
 }
