@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""Bounded soak run on loopback: a `single` server (the oracle) and a `pd` server over tcp with
+injected faults, driven for --minutes by workers mixing greedy /generate (plain and streamed),
+client aborts, disconnects and bursts past the queue limit. Reports, over time and at the end:
+
+  wrong    pd answers that differ from single's greedy tokens (must be 0)
+  lost     requests with neither an answer nor a clear error within --request-timeout (must be 0)
+  errors   clear errors (5xx with an OpenAI error body, an SSE error event): faults, overflow
+  leaked   pages not free / transfers quarantined once both servers are idle (must be 0)
+  rss, fds the pd and single processes' resident memory and open descriptors, sampled
+
+    .venv/bin/python tools/soak.py --minutes 20            # the documented run
+    .venv/bin/python tools/soak.py --minutes 2 --workers 6 # a short one
+
+Exit status 1 when anything is wrong, lost or leaked. Needs build/tandem and models/tiny.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+LISTEN_RE = re.compile(r"listening on http://([^:\s]+):(\d+)")
+
+
+class Server:
+    def __init__(self, binary, args):
+        self.proc = subprocess.Popen([binary, "--port", "0", "--model", str(ROOT / "models/tiny"),
+                                      *args], cwd=ROOT, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.port = None
+        self.log = []
+        threading.Thread(target=self._read, daemon=True).start()
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.port and self._healthy():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise SystemExit("server did not become healthy:\n" + "".join(self.log[-40:]))
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.log.append(line)
+            m = LISTEN_RE.search(line)
+            if m:
+                self.port = int(m.group(2))
+
+    def _healthy(self):
+        try:
+            return requests.get(self.url + "/health", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def metrics(self):
+        text = requests.get(self.url + "/metrics", timeout=10).text
+        out = {}
+        for m in re.finditer(r"^(tandem_[a-z_]+)(\{[^}]*\})? (\S+)$", text, re.M):
+            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+        return out
+
+    def rss_kib(self):
+        for line in open(f"/proc/{self.proc.pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def fds(self):
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class Tally:
+    def __init__(self):
+        self.mu = threading.Lock()
+        self.counts = {}
+        self.examples = []
+
+    def add(self, key, example=None):
+        with self.mu:
+            self.counts[key] = self.counts.get(key, 0) + 1
+            if example and len(self.examples) < 10:
+                self.examples.append(f"{key}: {example}")
+
+
+def prompt(rng):
+    return [0] + [rng.randrange(10, 20000) for _ in range(rng.randint(4, 300))]
+
+
+def body(ids, max_tokens, stream=False):
+    return {"input_ids": ids, "stream": stream,
+            "sampling_params": {"temperature": 0, "max_tokens": max_tokens, "ignore_eos": True}}
+
+
+def clear_error(r):
+    try:
+        return r.status_code >= 500 and bool(r.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def generate(url, ids, max_tokens, stream, timeout, rid=None):
+    """('ok', tokens) | ('error', why) | ('lost', why)."""
+    headers = {"X-Request-Id": rid} if rid else {}
+    try:
+        r = requests.post(url + "/generate", json=body(ids, max_tokens, stream), timeout=timeout,
+                          stream=stream, headers=headers)
+        if not stream:
+            if r.status_code == 200:
+                return "ok", r.json()["output_ids"]
+            return ("error", r.status_code) if clear_error(r) else ("lost", r.text[:200])
+        if r.status_code != 200:
+            return ("error", r.status_code) if clear_error(r) else ("lost", r.text[:200])
+        tokens, event = [], None
+        for line in r.iter_lines():
+            line = line.decode()
+            if line.startswith("event: error"):
+                event = "error"
+            elif line.startswith("data: ") and line != "data: [DONE]":
+                d = json.loads(line[6:])
+                if event == "error" or "error" in d:
+                    return "error", "sse"
+                tokens += d.get("output_ids", d.get("token_ids", []))
+            elif line == "data: [DONE]":
+                return "ok", tokens
+        return "lost", "stream ended without [DONE] or an error event"
+    except requests.Timeout:
+        return "lost", "no answer within the request timeout"
+    except requests.RequestException as e:
+        return "lost", repr(e)[:200]
+
+
+def worker(n, single, pd, stop_at, args, tally, refs, refs_mu):
+    rng = random.Random(args.seed * 1000 + n)
+    while time.time() < stop_at:
+        ids = prompt(rng)
+        max_tokens = rng.randint(1, 24)
+        op = rng.random()
+        if op < 0.08:  # a client that hangs up mid-request
+            s = socket.create_connection(("127.0.0.1", pd.port))
+            data = json.dumps(body(ids, 2000))
+            s.sendall(f"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n"
+                      f"Content-Type: application/json\r\n\r\n{data}".encode())
+            time.sleep(rng.random() * 0.5)
+            s.close()
+            tally.add("disconnect")
+            continue
+        if op < 0.16:  # an operator abort by request id, while it runs
+            rid = f"soak-{n}-{rng.randrange(1 << 30)}"
+            t = threading.Thread(target=lambda: tally.add(
+                "abort_" + generate(pd.url, ids, 2000, False, args.request_timeout, rid)[0]))
+            t.start()
+            time.sleep(rng.random() * 0.5)
+            requests.post(pd.url + "/abort_request", json={"rid": rid}, timeout=30)
+            t.join(args.request_timeout + 10)
+            continue
+        stream = op < 0.4
+        key = (tuple(ids), max_tokens)
+        with refs_mu:
+            want = refs.get(key)
+        if want is None:
+            kind, want = generate(single.url, ids, max_tokens, False, args.request_timeout)
+            if kind != "ok":
+                tally.add("single_" + kind, want)
+                continue
+            with refs_mu:
+                refs[key] = want
+        kind, got = generate(pd.url, ids, max_tokens, stream, args.request_timeout)
+        if kind == "ok" and got != want:
+            tally.add("wrong", f"prompt of {len(ids)}: got {got[:6]}… want {want[:6]}…")
+        elif kind == "ok":
+            tally.add("ok")
+        else:
+            tally.add(kind, got)
+
+
+def overflow_burst(pd, tally, rng, args):
+    """More requests at once than running + queued allow: the excess must get 503."""
+    results = []
+
+    def one():
+        kind, why = generate(pd.url, prompt(rng), 16, False, args.request_timeout)
+        results.append(why if kind == "error" else kind)
+
+    threads = [threading.Thread(target=one) for _ in range(args.burst)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(args.request_timeout + 10)
+    tally.add("burst")
+    for r in results:
+        tally.add(f"burst_{r}")
+
+
+def wait_idle(server, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = server.metrics()
+        if (m.get("tandem_running_requests", 0) == 0 and m.get("tandem_queue_depth", 0) == 0
+                and m.get("tandem_pd_transfers_in_flight", 0) == 0
+                and m.get("tandem_pd_quarantined_requests", 0) == 0
+                and m.get("tandem_verify_inflight", 0) == 0
+                and m["tandem_pages_free"] == m["tandem_pages_total"]):
+            return m, 0
+        time.sleep(0.5)
+    m = server.metrics()
+    return m, int(m["tandem_pages_total"] - m["tandem_pages_free"]
+                  + m.get("tandem_pd_quarantined_requests", 0))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=20)
+    ap.add_argument("--workers", type=int, default=12)
+    ap.add_argument("--burst", type=int, default=40)
+    ap.add_argument("--sample-seconds", type=float, default=30)
+    ap.add_argument("--request-timeout", type=float, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--bin", default=str(ROOT / "build/tandem"))
+    ap.add_argument("--json", help="also write the report here")
+    args = ap.parse_args()
+
+    single = Server(args.bin, ["--set", "scheduler.max_queued_requests=4096"])
+    pd = Server(args.bin, [
+        "--topology", "pd", "--set", "transport.kind=tcp", "--set", "transport.listen_port=0",
+        "--set", "cache.page_size=128", "--set", "scheduler.max_running_requests=16",
+        "--set", "scheduler.max_queued_requests=16", "--set", "transport.abort_lease_ms=500",
+        "--set", "transport.transfer_timeout_ms=30000", "--set", "transport.fault_delay_ms=2",
+        "--set", "transport.fault_corrupt_probability=0.0005",
+        "--set", "transport.fault_drop_after_frames=5000", f"--set", f"transport.fault_seed={args.seed}"])
+    tally, refs, refs_mu = Tally(), {}, threading.Lock()
+    start = time.time()
+    stop_at = start + args.minutes * 60
+    threads = [threading.Thread(target=worker, args=(i, single, pd, stop_at, args, tally, refs,
+                                                     refs_mu)) for i in range(args.workers)]
+    for t in threads:
+        t.start()
+    samples, rng = [], random.Random(args.seed)
+    print(f"{'min':>6} {'ok':>6} {'wrong':>5} {'lost':>4} {'errors':>6} {'pd rss MiB':>10} "
+          f"{'pd fds':>6} {'single rss MiB':>14} {'single fds':>10}", flush=True)
+    while time.time() < stop_at:
+        time.sleep(min(args.sample_seconds, max(0.0, stop_at - time.time())))
+        overflow_burst(pd, tally, rng, args)
+        c = dict(tally.counts)
+        sample = {"minutes": round((time.time() - start) / 60, 2), "ok": c.get("ok", 0),
+                  "wrong": c.get("wrong", 0), "lost": c.get("lost", 0),
+                  "errors": c.get("error", 0), "pd_rss_mib": pd.rss_kib() // 1024,
+                  "pd_fds": pd.fds(), "single_rss_mib": single.rss_kib() // 1024,
+                  "single_fds": single.fds()}
+        samples.append(sample)
+        print(f"{sample['minutes']:6.2f} {sample['ok']:6d} {sample['wrong']:5d} {sample['lost']:4d} "
+              f"{sample['errors']:6d} {sample['pd_rss_mib']:10d} {sample['pd_fds']:6d} "
+              f"{sample['single_rss_mib']:14d} {sample['single_fds']:10d}", flush=True)
+    for t in threads:
+        t.join(args.request_timeout + 30)
+    lost_threads = sum(t.is_alive() for t in threads)
+    pd_m, pd_leak = wait_idle(pd)
+    _, single_leak = wait_idle(single)
+    report = {"counts": tally.counts, "examples": tally.examples, "samples": samples,
+              "leaked_pages": pd_leak + single_leak, "wedged_workers": lost_threads,
+              "pd_late_end_events": pd_m.get("tandem_request_late_end_events_total", 0),
+              "pd_transfers_failed": pd_m.get('tandem_pd_transfers_total{result="failed"}', 0)}
+    print(json.dumps({k: v for k, v in report.items() if k != "samples"}, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    pd.stop()
+    single.stop()
+    bad = (tally.counts.get("wrong", 0) + tally.counts.get("lost", 0) + report["leaked_pages"]
+           + lost_threads + sum(v for k, v in tally.counts.items() if k.endswith("_lost")))
+    print("SOAK " + ("FAILED" if bad else "PASSED"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
