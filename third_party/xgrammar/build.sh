@@ -62,6 +62,7 @@ if ! ninja -C "$build" -j"$jobs" 2>&1 | tee "$build/ninja.log" |
   echo "xgrammar build failed (log: $build/ninja.log)" >&2
   exit 1
 fi
+mkdir -p "$prefix" 2>/dev/null || true
 sudo_cmd=(); [ -w "$prefix" ] || sudo_cmd=(sudo)
 "${sudo_cmd[@]}" cmake --install "$build" >/dev/null
 "${sudo_cmd[@]}" mkdir -p "$(dirname "$stamp")"
