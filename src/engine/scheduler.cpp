@@ -140,7 +140,7 @@ result<request_id> scheduler::submit(submit_request req, prefill_hook progress) 
         in_flight_.fetch_sub(1);
         return make_error(error_code::unavailable, "engine is stopping");
     }
-    inbox_.push_back({inbox_msg::kind::submit, id, std::move(r)});
+    inbox_.push_back({inbox_msg::kind::submit, id, std::move(r), {}});
     lock.unlock();
     inbox_cv_.notify_one();
     return id;
@@ -156,10 +156,10 @@ void scheduler::post(inbox_msg msg) {
 }
 
 void scheduler::abort(request_id id) {
-    post({inbox_msg::kind::abort, id, nullptr});
+    post({inbox_msg::kind::abort, id, nullptr, {}});
 }
 void scheduler::finish(request_id id) {
-    post({inbox_msg::kind::finish, id, nullptr});
+    post({inbox_msg::kind::finish, id, nullptr, {}});
 }
 
 void scheduler::flush_prefix_cache(flush_callback done) {

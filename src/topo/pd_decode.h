@@ -33,7 +33,7 @@ struct decode_link_options {
     int64_t transfer_timeout_ms = 120000;  // transport.transfer_timeout_ms: no progress this long
     int64_t abort_lease_ms = 10000;       // transport.abort_lease_ms
     // verify.fault_corrupt_kind (tests and drills only): corrupt landed writes of this kind.
-    std::optional<landed_corruption> corrupt_landed;
+    std::optional<landed_corruption> corrupt_landed = std::nullopt;
 };
 
 // Counters for /metrics (a scrape may mix two polls).

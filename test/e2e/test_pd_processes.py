@@ -145,8 +145,15 @@ def test_decode_side_faults_in_two_processes(start_tandem, single):
     assert time.time() - start < 60
     assert_failed_clearly_or_identical(items, got, single(items))
     assert any(g[0] == "error" for g in got), "no corrupted job: the fault did not act"
-    assert scrape(prefill)("tandem_pd_prefill_transport_frame_checksum_failures_total") >= 1
-    assert scrape(decode)("tandem_pd_aborts_total", cause="deadline") >= 1
+    # A flipped byte lands in a payload (the frame is dropped: its job ends at the transfer
+    # deadline) or in a header (the link is closed: its jobs fail as the peer is lost). Which
+    # frames get hit depends on how heartbeats interleave with jobs, so either must count.
+    seen = scrape(prefill)
+    dropped = seen("tandem_pd_prefill_transport_frame_checksum_failures_total")
+    closed = seen("tandem_pd_prefill_transport_malformed_links_total")
+    assert dropped + closed >= 1, "the prefill detected no corrupted frame"
+    if closed == 0:
+        assert scrape(decode)("tandem_pd_aborts_total", cause="deadline") >= 1
     assert_idle_without_leaks(decode)
 
 
