@@ -11,6 +11,7 @@
 #include "engine/engine_test_util.h"
 #include "engine/tiny_checkpoint.h"
 #include "topo/deployment.h"
+#include "topo/deployment_test_config.h"
 
 using namespace tandem;
 using namespace tandem::engine;
@@ -19,17 +20,7 @@ using namespace tandem::engine::test;
 namespace {
 
 config base_config(const std::string& model_dir) {
-    auto cfg = load_config({});
-    REQUIRE(cfg);
-    config c = *cfg;
-    c.model.path = model_dir;
-    c.backend.threads = 2;
-    c.cache.memory_bytes = int64_t{64} << 20;
-    c.cache.page_size = 128;
-    c.scheduler.max_running_requests = 8;
-    c.scheduler.max_prefill_tokens = 512;
-    c.transport.listen_port = 0;
-    return c;
+    return tandem::test::deployment_test_config(model_dir);
 }
 
 config with_topology(config c, const std::string& mode, const std::string& kind) {

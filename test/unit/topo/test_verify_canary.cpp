@@ -14,6 +14,7 @@
 #include "engine/engine_test_util.h"
 #include "engine/tiny_checkpoint.h"
 #include "topo/deployment.h"
+#include "topo/deployment_test_config.h"
 
 using namespace tandem;
 using namespace tandem::engine;
@@ -22,16 +23,7 @@ using namespace tandem::engine::test;
 namespace {
 
 config canary_config(const std::string& model_dir) {
-    auto cfg = load_config({});
-    REQUIRE(cfg);
-    config c = *cfg;
-    c.model.path = model_dir;
-    c.backend.threads = 2;
-    c.cache.memory_bytes = int64_t{64} << 20;
-    c.cache.page_size = 128;
-    c.scheduler.max_running_requests = 8;
-    c.scheduler.max_prefill_tokens = 512;
-    c.transport.listen_port = 0;
+    config c = tandem::test::deployment_test_config(model_dir);
     c.verify.sample_rate = 1.0;
     c.verify.max_inflight = 64;
     c.verify.max_tokens_per_second = 0;
