@@ -326,16 +326,14 @@ private:
                 const float* qh = &q_[i * D_];
                 const float sink = aw_.sink.ptr()[h];
                 logit.resize(keys.size());
+                cpu::dots(qh, keys.data(), static_cast<int64_t>(keys.size()), D_, logit.data());
                 float mx = sink;
-                for (size_t j = 0; j < keys.size(); ++j) mx = std::max(mx, logit[j] = cpu::dot(qh, keys[j], D_) * scale);
+                for (size_t j = 0; j < keys.size(); ++j) mx = std::max(mx, logit[j] = logit[j] * scale);
                 float denom = 0.0f;
                 for (size_t j = 0; j < keys.size(); ++j) denom += (logit[j] = std::exp(logit[j] - mx));
                 denom += std::exp(sink - mx);
                 float* oh = &o_[i * D_];
-                for (size_t j = 0; j < keys.size(); ++j) {
-                    const float p = logit[j] / denom;
-                    for (int64_t e = 0; e < D_; ++e) oh[e] += p * keys[j][e];
-                }
+                for (size_t j = 0; j < keys.size(); ++j) cpu::axpy(logit[j] / denom, keys[j], oh, D_);
                 rope_.apply(oh + N_, t, true);  // K = V carried RoPE at the key position: undo at the query's
             }
         });
