@@ -50,6 +50,25 @@ status op_attention(std::span<const float> q, int64_t tokens, int64_t heads, int
 // K18 greedy: argmax per row of [rows, vocab], ties to the lowest id.
 status op_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, std::span<int32_t> ids);
 
+// The ops as a table, so the parity harness can run the same checks on the GPU kernels or on
+// their host emulation (cuda/host/ops_emulated.cpp: the kernels' per-element math from
+// kernel_math.h in host loops over the same grid). The emulation proves the harness and its
+// calibrated bounds in CI; only the device table says anything about the GPU.
+struct op_table {
+    const char* name;
+    decltype(&op_embed_expand) embed_expand;
+    decltype(&op_linear) linear;
+    decltype(&op_rms_norm) rms_norm;
+    decltype(&op_qdq_fp8) qdq_fp8;
+    decltype(&op_rope) rope;
+    decltype(&op_hc_pre) hc_pre;
+    decltype(&op_hc_post) hc_post;
+    decltype(&op_attention) attention;
+    decltype(&op_argmax) argmax;
+};
+const op_table& device_ops();
+const op_table& emulated_ops();
+
 // Micro-benchmark of the GPU check: device-to-device copy bandwidth (the HBM ceiling) and the
 // phase-1 linear kernel's weight bandwidth on a bf16 [out, in] matrix at `batch` rows.
 struct bandwidth_result {
