@@ -43,7 +43,7 @@ void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, c
     // there are many, and then the block is re-read from cache, not memory).
     const int64_t row_bytes = std::max<int64_t>(1, w.row_bytes());
     const int64_t block = std::clamp<int64_t>((int64_t{96} << 10) / row_bytes / 12 * 12, 12, 384);
-    const int64_t row_tile = 64;
+    const int64_t row_tile = 63;  // a multiple of the AVX2 kernel's 3-row group
     const int64_t blocks = (w.rows + block - 1) / block, tiles = (rows + row_tile - 1) / row_tile;
     const int64_t units = blocks * tiles;
     pool.parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
