@@ -33,6 +33,12 @@ const char* kernel_isa() { return detail::active_kernels().name; }
 
 float dot(const float* a, const float* b, int64_t n) { return detail::active_kernels().dot(a, b, n); }
 
+void dots(const float* q, const float* const* keys, int64_t count, int64_t n, float* out) {
+    detail::active_kernels().dots(q, keys, count, n, out);
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) { detail::active_kernels().axpy(a, x, y, n); }
+
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,
             int64_t y_stride) {
     if (rows <= 0 || w.rows <= 0) return;

@@ -219,10 +219,58 @@ TANDEM_AVX2 float dot_avx2(const float* a, const float* b, int64_t n) {
     return s;
 }
 
+// Four keys at a time: four independent fma chains hide the fma latency that a single dot
+// (one chain) waits on; each key's lanes, pairwise sum and tail are dot_avx2's.
+TANDEM_AVX2 void dots_avx2(const float* q, const float* const* keys, int64_t count, int64_t n, float* out) {
+    const int64_t n8 = n & ~int64_t{7};
+    int64_t j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const float* k0 = keys[j];
+        const float* k1 = keys[j + 1];
+        const float* k2 = keys[j + 2];
+        const float* k3 = keys[j + 3];
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        for (int64_t k = 0; k < n8; k += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + k);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + k), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + k), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + k), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + k), a3);
+        }
+        float s0 = hsum(a0), s1 = hsum(a1), s2 = hsum(a2), s3 = hsum(a3);
+        for (int64_t k = n8; k < n; ++k) {
+            s0 = __builtin_fmaf(q[k], k0[k], s0);
+            s1 = __builtin_fmaf(q[k], k1[k], s1);
+            s2 = __builtin_fmaf(q[k], k2[k], s2);
+            s3 = __builtin_fmaf(q[k], k3[k], s3);
+        }
+        out[j] = s0, out[j + 1] = s1, out[j + 2] = s2, out[j + 3] = s3;
+    }
+    for (; j < count; ++j) out[j] = dot_avx2(q, keys[j], n);
+}
+
+TANDEM_AVX2 void axpy_avx2(float a, const float* x, float* y, int64_t n) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    // Mul then add, as the reference. GCC contracts a mul_ps feeding an add_ps into an fma
+    // when fma is enabled (-ffp-contract=fast); the empty asm makes the product a value it
+    // cannot see through.
+    for (; i + 8 <= n; i += 8) {
+        __m256 p = _mm256_mul_ps(av, _mm256_loadu_ps(x + i));
+        __asm__("" : "+x"(p));
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), p));
+    }
+    for (; i < n; ++i) {
+        __m128 p = _mm_mul_ss(_mm_set_ss(a), _mm_set_ss(x[i]));
+        __asm__("" : "+x"(p));
+        y[i] = _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(y[i]), p));
+    }
+}
+
 }  // namespace
 
 const kernel_table* avx2_kernels() {
-    static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2};
+    static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2, dots_avx2, axpy_avx2};
     return &t;
 }
 
