@@ -129,10 +129,10 @@ std::vector<int32_t> top_k_ascending(const std::vector<float>& v, int64_t k) {
 // One attention sublayer call, as named phases over shared buffers.
 class attention_pass {
 public:
-    attention_pass(model_impl& m, int64_t layer, const batch& b, const std::vector<float>& x)
-        : m_(m), c_(m.cfg), lc_(m.cfg.layers[static_cast<size_t>(layer)]),
-          aw_(m.w.layers[static_cast<size_t>(layer)].attn), b_(b), x_(x), cp_(*b.pool),
-          kv_fmt_(cp_.layout().kv_row()), ik_fmt_(cp_.layout().index_k_row()), lid_(static_cast<int32_t>(layer)),
+    attention_pass(model_impl& m, const cache::layer_view& view, const batch& b, const std::vector<float>& x)
+        : m_(m), c_(m.cfg), lc_(m.cfg.layers[static_cast<size_t>(view.layer())]),
+          aw_(m.w.layers[static_cast<size_t>(view.layer())].attn), b_(b), x_(x), cp_(view),
+          kv_fmt_(cp_.layout().kv_row()), ik_fmt_(cp_.layout().index_k_row()), lid_(view.layer()),
           T_(b.rows), H_(c_.num_attention_heads), D_(c_.head_dim), R_(c_.rope_head_dim), N_(D_ - R_),
           W_(c_.sliding_window), m_rate_(lc_.compress_ratio), Di_(c_.index_head_dim), Hi_(c_.index_n_heads),
           official_(m.opt.numerics == numerics_mode::official),
@@ -187,11 +187,11 @@ private:
         m_.linear(x_, T_, cw.wkv, ckv);
         m_.linear(x_, T_, cw.wgate, cg);
         for (const batch_seq& s : b_.seqs) {
-            float* ring = cp_.compressor_state_for_write(s.slot, lid_, sk);
+            float* ring = cp_.compressor_state_for_write(s.slot, sk);
             TANDEM_CHECK_MSG(ring != nullptr, "forward on a stale sequence slot");
             run_compressor(c_, cs, cw, m_.rope_compress, &ckv[s.row0 * cd], &cg[s.row0 * cd], s.rows, s.start_pos,
                            ring, official_, [&](int64_t wv, const float* row) {
-                               std::byte* dst = cp_.row_for_write(s.slot, lid_, bk, wv);
+                               std::byte* dst = cp_.row_for_write(s.slot, bk, wv);
                                TANDEM_CHECK_MSG(dst != nullptr, "compressed row write rejected (sealed or stale page)");
                                cache::codec::encode_row(fmt, std::span<const float>(row, size_t(fmt.dims)), dst);
                            });
@@ -224,7 +224,7 @@ private:
             for (int64_t r = s.row0; r < s.row0 + s.rows; ++r) seq_of_[static_cast<size_t>(r)] = static_cast<int32_t>(si);
             v.window.assign(static_cast<size_t>(W_ * D_), 0.0f);
             for (int64_t p = std::max<int64_t>(0, s.start_pos - W_); p < s.start_pos; ++p)
-                cache::codec::decode_row(kv_fmt_, cp_.window_row(s.slot, lid_, p),
+                cache::codec::decode_row(kv_fmt_, cp_.window_row(s.slot, p),
                                          std::span<float>(&v.window[(p % W_) * D_], size_t(D_)));
             if (!aw_.has_compressor) continue;
             v.n_rows = (s.start_pos + s.rows) / m_rate_;
@@ -236,7 +236,7 @@ private:
                      std::vector<float>& out) const {
         out.resize(static_cast<size_t>(n * fmt.dims));
         for (int64_t wv = 0; wv < n; ++wv)
-            cache::codec::decode_row(fmt, cp_.row(s.slot, lid_, kind, wv),
+            cache::codec::decode_row(fmt, cp_.row(s.slot, kind, wv),
                                      std::span<float>(&out[wv * fmt.dims], size_t(fmt.dims)));
     }
 
@@ -285,7 +285,7 @@ private:
             for (int64_t wv = 0; wv < v.n_rows; ++wv) {
                 const int32_t slot = v.comp_slot[static_cast<size_t>(wv)];
                 if (slot < 0) continue;
-                cache::codec::decode_row(kv_fmt_, cp_.row(s.slot, lid_, cache::buffer_kind::compressed_kv, wv),
+                cache::codec::decode_row(kv_fmt_, cp_.row(s.slot, cache::buffer_kind::compressed_kv, wv),
                                          std::span<float>(&v.comp[slot * D_], size_t(D_)));
             }
         }
@@ -332,7 +332,7 @@ private:
     void write_window() {
         for (const batch_seq& s : b_.seqs)
             for (int64_t p = std::max(s.start_pos, s.start_pos + s.rows - W_); p < s.start_pos + s.rows; ++p) {
-                std::byte* dst = cp_.window_row_for_write(s.slot, lid_, p);
+                std::byte* dst = cp_.window_row_for_write(s.slot, p);
                 TANDEM_CHECK_MSG(dst != nullptr, "window write on a stale sequence slot");
                 cache::codec::encode_row(kv_fmt_, std::span<const float>(&kv_[(s.row0 + p - s.start_pos) * D_], size_t(D_)),
                                          dst);
@@ -355,7 +355,7 @@ private:
     const attention_weights& aw_;
     const batch& b_;
     const std::vector<float>& x_;
-    cache::page_pool& cp_;
+    const cache::layer_view& cp_;  // the only handle on this layer's buffers (its gate's view)
     const cache::row_format& kv_fmt_;
     const cache::row_format& ik_fmt_;
     const int32_t lid_;
@@ -370,8 +370,9 @@ private:
 
 }  // namespace
 
-void model_impl::attention(int64_t layer, const batch& b, const std::vector<float>& x, std::vector<float>& out) {
-    attention_pass(*this, layer, b, x).run(out);
+void model_impl::attention(const cache::layer_view& view, const batch& b, const std::vector<float>& x,
+                           std::vector<float>& out) {
+    attention_pass(*this, view, b, x).run(out);
 }
 
 }  // namespace tandem::model
