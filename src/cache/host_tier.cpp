@@ -143,13 +143,17 @@ load_plan host_tier::plan_load(std::span<const page_load> pages, slot_ref slot,
 std::shared_ptr<load_ticket> host_tier::load(std::span<const page_load> pages, slot_ref slot,
                                              std::shared_ptr<const boundary_snapshot> snap) {
     job j;
+    {
+        std::lock_guard lock(mu_);
+        j.hooks = opt_.hooks;
+    }
     j.plan = plan_load(pages, slot, snap.get());
     j.snap = std::move(snap);
     j.pages = static_cast<int64_t>(pages.size());
     j.ticket = std::make_shared<load_ticket>(static_cast<int32_t>(pool_.layout().num_layers()),
-                                             opt_.hooks.skip_gate);
+                                             j.hooks.skip_gate);
     j.ticket->created_ns = now_ns();
-    if (opt_.hooks.sentinel) {
+    if (j.hooks.sentinel) {
         for (size_t l = 0; l < j.plan.per_layer.size(); ++l) {
             for (const load_plan::copy& c : j.plan.per_layer[l]) {
                 std::memset(c.dst, static_cast<int>(k_load_sentinel), static_cast<size_t>(c.bytes));
@@ -219,12 +223,18 @@ void host_tier::run_store(const job& j) {
     stores_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void host_tier::delay_for(const char* kind, int32_t layer) const {
-    const host_tier_test_hooks& h = opt_.hooks;
-    if (h.delay_ms <= 0) return;
-    if (!h.delay_kind.empty() && h.delay_kind != kind) return;
-    if (h.delay_layer >= 0 && h.delay_layer != layer) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(h.delay_ms));
+void host_tier::set_test_hooks(host_tier_test_hooks hooks) {
+    std::lock_guard lock(mu_);
+    opt_.hooks = std::move(hooks);
+}
+
+// A cancelled load wakes from its delay at once (false: stop copying).
+bool host_tier::delay_for(const host_tier_test_hooks& h, load_ticket& t, const char* kind,
+                          int32_t layer) {
+    if (h.delay_ms <= 0) return true;
+    if (!h.delay_kind.empty() && h.delay_kind != kind) return true;
+    if (h.delay_layer >= 0 && h.delay_layer != layer) return true;
+    return t.pause(h.delay_ms);
 }
 
 void host_tier::run_load(job& j) {
@@ -233,16 +243,23 @@ void host_tier::run_load(job& j) {
         if (!t.begin_layer(l)) return;  // cancelled: the destinations are no longer ours
         const char* last_kind = nullptr;
         for (const load_plan::copy& c : j.plan.per_layer[static_cast<size_t>(l)]) {
-            if (last_kind == nullptr || std::strcmp(last_kind, c.kind) != 0) delay_for(c.kind, l);
+            if (last_kind == nullptr || std::strcmp(last_kind, c.kind) != 0) {
+                if (!delay_for(j.hooks, t, c.kind, l)) {
+                    t.abandon_layer();
+                    return;
+                }
+            }
             last_kind = c.kind;
             std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+        }
+        if (l + 1 == t.num_layers()) {  // counted before the last signal: a waiter sees them
+            load_seconds_.observe(static_cast<double>(now_ns() - t.created_ns) * 1e-9);
+            loaded_pages_.fetch_add(j.pages, std::memory_order_relaxed);
+            loads_.fetch_add(1, std::memory_order_relaxed);
         }
         t.end_layer(l);
         if (opt_.beat) opt_.beat->beat();
     }
-    load_seconds_.observe(static_cast<double>(now_ns() - t.created_ns) * 1e-9);
-    loaded_pages_.fetch_add(j.pages, std::memory_order_relaxed);
-    loads_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace tandem::cache

@@ -101,7 +101,8 @@ public:
     host_tier& operator=(const host_tier&) = delete;
 
     const pool_geometry& geometry() const { return geometry_; }
-    const host_tier_test_hooks& hooks() const { return opt_.hooks; }
+    // Test hook API: switches for the loads queued from now on.
+    void set_test_hooks(host_tier_test_hooks hooks);
 
     // Host page ids (one presence unit for every layer and kind).
     int32_t alloc_page();  // -1 when full
@@ -135,13 +136,15 @@ private:
         load_plan plan;
         std::shared_ptr<const boundary_snapshot> snap;
         int64_t pages = 0;
+        host_tier_test_hooks hooks;
     };
 
     host_tier(page_pool& pool, host_tier_options opt, int64_t num_pages);
     void run();
     void run_store(const job& j);
     void run_load(job& j);
-    void delay_for(const char* kind, int32_t layer) const;
+    static bool delay_for(const host_tier_test_hooks& h, load_ticket& t, const char* kind,
+                          int32_t layer);
     std::byte* host_bytes(int32_t buffer_idx, int32_t host_page) const;
 
     page_pool& pool_;

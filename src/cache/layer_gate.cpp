@@ -32,6 +32,20 @@ void load_ticket::end_layer(int32_t layer) {
     cv_.notify_all();
 }
 
+bool load_ticket::pause(int64_t ms) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return cancelled_; });
+    return !cancelled_;
+}
+
+void load_ticket::abandon_layer() {
+    {
+        std::lock_guard lock(mu_);
+        copying_ = false;
+    }
+    cv_.notify_all();
+}
+
 void load_ticket::fail(std::string why) {
     {
         std::lock_guard lock(mu_);
@@ -63,6 +77,7 @@ status load_ticket::wait_layer(int32_t layer, int64_t deadline_ms) const {
 void load_ticket::cancel() {
     std::unique_lock lock(mu_);
     cancelled_ = true;
+    cv_.notify_all();  // wakes a test delay
     cv_.wait(lock, [&] { return !copying_; });
     // Anyone else waiting on this load (a request that matched a page it was loading) fails fast
     // instead of reading what never landed.

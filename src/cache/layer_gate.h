@@ -52,6 +52,9 @@ public:
     // False when the load was cancelled: write nothing more.
     bool begin_layer(int32_t layer);
     void end_layer(int32_t layer);  // layer `layer` is complete: ready(layer)
+    // Test delays: sleeps up to `ms`; false (stop copying, then abandon_layer) when cancelled.
+    bool pause(int64_t ms);
+    void abandon_layer();
     void fail(std::string why);     // nothing more will land (copy thread stopping)
 
     // --- consumer ---

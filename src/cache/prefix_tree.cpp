@@ -232,8 +232,12 @@ int32_t prefix_tree::alloc_host_page() {
     int64_t dropped = 0;
     for (auto& [has_device, sc, n] : order) {
         if (dropped >= batch) break;
-        if (has_device) drop_host_copy(*n);
-        else remove_leaf(n);
+        if (has_device) {
+            drop_host_copy(*n);
+        } else {
+            remove_leaf(n);
+            ++stats_.host_evictions;
+        }
         ++dropped;
     }
     return host_->alloc_page();

@@ -103,6 +103,7 @@ public:
     bool holds_sequences() const { return !seqs_state_.empty(); }
     prefix_cache_stats stats() const;  // any thread (relaxed: a scrape may mix two steps)
     const cache::prefix_tree& tree() const { return *tree_; }
+    cache::host_tier* host() { return host_.get(); }  // null when off (tests set hooks through it)
 
 private:
     struct sequence_state {
