@@ -228,6 +228,11 @@ void host_tier::set_test_hooks(host_tier_test_hooks hooks) {
     opt_.hooks = std::move(hooks);
 }
 
+host_tier_test_hooks host_tier::test_hooks() const {
+    std::lock_guard lock(mu_);
+    return opt_.hooks;
+}
+
 // A cancelled load wakes from its delay at once (false: stop copying).
 bool host_tier::delay_for(const host_tier_test_hooks& h, load_ticket& t, const char* kind,
                           int32_t layer) {

@@ -52,6 +52,9 @@ struct host_tier_test_hooks {
     int64_t delay_ms = 0;       // the copy thread sleeps this long before copying a matching kind
     bool sentinel = false;      // fill load destinations with k_load_sentinel, check before attention
     bool skip_gate = false;     // layer_gate::wait does not wait (proves the sentinel check fires)
+    // The prefix cache evicts every unlocked device copy to host whenever a request ends, so
+    // every later hit round-trips through host memory (T6: "every request round-trips").
+    bool evict_on_release = false;
 };
 
 struct host_tier_options {
@@ -103,6 +106,7 @@ public:
     const pool_geometry& geometry() const { return geometry_; }
     // Test hook API: switches for the loads queued from now on.
     void set_test_hooks(host_tier_test_hooks hooks);
+    host_tier_test_hooks test_hooks() const;
 
     // Host page ids (one presence unit for every layer and kind).
     int32_t alloc_page();  // -1 when full
@@ -154,7 +158,7 @@ private:
     std::vector<int32_t> free_;
     std::unique_ptr<std::atomic<uint8_t>[]> present_;
 
-    std::mutex mu_;
+    mutable std::mutex mu_;
     std::condition_variable cv_, idle_cv_;
     std::deque<job> queue_;
     bool busy_ = false;

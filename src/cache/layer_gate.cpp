@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/check.h"
 #include "core/liveness.h"
@@ -112,15 +113,19 @@ result<layer_view> layer_gate::wait(int32_t layer) const {
         if (t->skip_gate()) continue;  // test-only: proves the sentinel check below fires
         TANDEM_RETURN_IF_ERROR(t->wait_layer(layer, deadline));
     }
+    std::vector<std::string> unlanded;  // every kind of this layer still holding the sentinel
     for (const auto& t : tickets_) {
         for (const load_destination& d : t->destinations()) {
-            if (d.layer == layer && still_sentinel(d)) {
-                return make_error(error_code::internal,
-                                  fmt::format("host-tier sentinel: layer {} {} was read before its "
-                                              "load landed",
-                                              layer, d.kind));
+            if (d.layer == layer && still_sentinel(d) &&
+                std::find(unlanded.begin(), unlanded.end(), d.kind) == unlanded.end()) {
+                unlanded.push_back(d.kind);
             }
         }
+    }
+    if (!unlanded.empty()) {
+        return make_error(error_code::internal,
+                          fmt::format("host-tier sentinel: layer {} {} read before the load landed",
+                                      layer, fmt::join(unlanded, ", ")));
     }
     return layer_view(&pool_, layer);
 }

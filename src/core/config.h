@@ -58,6 +58,7 @@ struct cache_section {
     int64_t test_host_load_delay_layer = -1;
     bool test_host_sentinel = false;
     bool test_host_skip_gate = false;
+    bool test_host_evict_on_release = false;
 };
 
 struct scheduler_section {

@@ -121,6 +121,10 @@ const std::vector<field>& table() {
         boolean("cache", "test_host_skip_gate",
          "Testing only: the forward pass does not wait for host-tier loads (with "
          "test_host_sentinel, proves the sentinel check fires).", REF(cache.test_host_skip_gate)),
+        boolean("cache", "test_host_evict_on_release",
+         "Testing only: whenever a request ends, every pool copy the prefix cache could evict goes "
+         "to the host tier, so every later hit loads from host memory.",
+         REF(cache.test_host_evict_on_release)),
 
         integer("scheduler", "max_running_requests", "Requests decoding at once.",
          REF(scheduler.max_running_requests), 1, 1 << 20),

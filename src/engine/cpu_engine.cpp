@@ -36,6 +36,7 @@ cache::host_tier_test_hooks host_test_hooks(const config& cfg) {
     h.delay_layer = static_cast<int32_t>(cfg.cache.test_host_load_delay_layer);
     h.sentinel = cfg.cache.test_host_sentinel;
     h.skip_gate = cfg.cache.test_host_skip_gate;
+    h.evict_on_release = cfg.cache.test_host_evict_on_release;
     return h;
 }
 
@@ -53,11 +54,13 @@ result<std::unique_ptr<cache::host_tier>> make_host_tier(const config& cfg, pool
                     static_cast<double>(hs.bytes_total) / (1 << 20), hs.pages_total,
                     hs.pages_total * page);
     if (cfg.cache.test_host_load_delay_ms > 0 || cfg.cache.test_host_sentinel ||
-        cfg.cache.test_host_skip_gate) {
-        TANDEM_LOG_WARN("prefix cache host tier: TEST switches on (cache.test_host_*): delay {} ms, "
-                        "sentinel {}, skip gate {} — not for production",
-                        cfg.cache.test_host_load_delay_ms, cfg.cache.test_host_sentinel,
-                        cfg.cache.test_host_skip_gate);
+        cfg.cache.test_host_skip_gate || cfg.cache.test_host_evict_on_release) {
+        TANDEM_LOG_WARN("prefix cache host tier: TEST switches on (cache.test_host_*): delay {} ms "
+                        "({}, layer {}), sentinel {}, skip gate {}, evict on release {} — not for "
+                        "production",
+                        cfg.cache.test_host_load_delay_ms, cfg.cache.test_host_load_delay_kind,
+                        cfg.cache.test_host_load_delay_layer, cfg.cache.test_host_sentinel,
+                        cfg.cache.test_host_skip_gate, cfg.cache.test_host_evict_on_release);
     }
     return host;
 }

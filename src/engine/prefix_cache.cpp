@@ -222,6 +222,10 @@ void prefix_cache::release(const request& r, bool publish) {
     }
     tree_->unlock(s.locked);
     seqs_state_.erase(it);
+    if (host_ && host_->test_hooks().evict_on_release) {
+        host_->drain();
+        tree_->evict_pages(tree_->stats().pages_held);
+    }
     publish_stats();
 }
 

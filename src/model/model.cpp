@@ -185,6 +185,12 @@ result<forward_output> model::forward(const cache::layer_gate& gate, std::span<c
         if (!view) return view.error();
         m.run_layer(*view, b, h);
     }
+    // Layers the pass does not run (MTP) are still the sequence's state: a snapshot captured
+    // after this step reads their window, so their loads must have landed too.
+    for (int64_t layer = c.num_hidden_layers; layer < gate.layout().num_layers(); ++layer) {
+        result<cache::layer_view> view = gate.wait(static_cast<int32_t>(layer));
+        if (!view) return view.error();
+    }
     std::vector<int64_t> head_rows;
     for (size_t i = 0; i < items.size(); ++i) {
         const batch_seq& s = b.seqs[i];

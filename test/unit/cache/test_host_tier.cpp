@@ -194,7 +194,7 @@ TEST_CASE("host tier: T5 the gate holds a layer until its delayed kind landed; s
         loads = {{hp, p}};
     };
     SUBCASE("index-K delayed, gate on: the layer's view comes only after it landed") {
-        auto host = make_host(*f.pool, 1, {"index_k", csa, 150, true, false});
+        auto host = make_host(*f.pool, 1, {"index_k", csa, 150, true, false, false});
         page_ref orig;
         int32_t hp;
         slot_ref dst;
@@ -211,7 +211,7 @@ TEST_CASE("host tier: T5 the gate holds a layer until its delayed kind landed; s
         }
     }
     SUBCASE("skip-gate: the sentinel check fires on the delayed index-K") {
-        auto host = make_host(*f.pool, 1, {"index_k", csa, 60000, true, true});
+        auto host = make_host(*f.pool, 1, {"index_k", csa, 60000, true, true, false});
         page_ref orig;
         int32_t hp;
         slot_ref dst;
@@ -229,7 +229,7 @@ TEST_CASE("host tier: T5 the gate holds a layer until its delayed kind landed; s
         CHECK_FALSE(ticket->complete());
     }
     SUBCASE("a cancelled load fails its other waiters at once instead of letting them read") {
-        auto host = make_host(*f.pool, 1, {"index_k", csa, 60000, false, false});
+        auto host = make_host(*f.pool, 1, {"index_k", csa, 60000, false, false, false});
         page_ref orig;
         int32_t hp;
         slot_ref dst;
@@ -248,7 +248,7 @@ TEST_CASE("host tier: T5 the gate holds a layer until its delayed kind landed; s
     }
     SUBCASE("a stalled copy thread is reported: pending work, no progress") {
         auto beat = std::make_shared<heartbeat>("host-tier copy thread");
-        auto host = make_host(*f.pool, 1, {"", -1, 60000, false, false}, beat);
+        auto host = make_host(*f.pool, 1, {"", -1, 60000, false, false, false}, beat);
         page_ref orig;
         int32_t hp;
         slot_ref dst;
