@@ -11,7 +11,7 @@
 // load ÷ memcpy (goal >= 0.8; prefix-cache.md §5.6).
 //
 //   build/bench/cache/bench_host_tier [--preset small] [--mib 256] [--page-size 256]
-//                                     [--kv fp8] [--index-k fp8] [--rounds 5]
+//                                     [--kv bf16] [--index-k fp8] [--rounds 5]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -49,7 +49,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string preset = "small", kv = "fp8", idx = "fp8";
+    std::string preset = "small", kv = "bf16", idx = "fp8";  // small: fp8 KV needs a wider head
     int64_t mib = 256, page_size = 256, rounds = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
