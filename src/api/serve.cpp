@@ -8,7 +8,7 @@
 
 #include "api/app_state.h"
 #include "api/routes.h"
-#include "core/gpu_probe.h"
+#include "cuda/host/cuda_startup.h"
 #include "core/log.h"
 #include "http/server.h"
 #include "cache/plan_command.h"
@@ -30,21 +30,13 @@ http::server_limits limits_from(const config& cfg) {
     return l;
 }
 
-// Chooses the compute backend; an explicit "cuda" without a usable GPU is a startup error.
+// Chooses the compute backend (cuda/host/cuda_startup.h): "cuda" without a usable GPU, or
+// before the CUDA forward pass exists, is a startup error; "auto" logs why it chose the CPU.
 status choose_backend(const config& cfg) {
-    gpu_info gpu = gpu_probe();
-    if (gpu.device_count > 0) {
-        TANDEM_LOG_INFO("CUDA: {} GPU(s): {}; NCCL {}", gpu.device_count, gpu.devices,
-                        gpu.nccl_version);
-    } else {
-        TANDEM_LOG_INFO("CUDA: {}", gpu.reason);
-    }
-    if (cfg.backend.device == "cuda" && gpu.device_count == 0) {
-        return make_error(error_code::unavailable,
-                          "backend.device = \"cuda\" but no GPU can be used: " + gpu.reason);
-    }
-    // The CUDA model backend is not built yet: every configuration computes on the CPU.
-    TANDEM_LOG_INFO("backend: cpu ({} threads)",
+    result<cuda::device_choice> choice = cuda::resolve_backend_at_startup(cfg);
+    if (!choice) return choice.error();
+    TANDEM_LOG_INFO("backend: {} ({}; {} threads)",
+                    choice->device == cuda::backend_device::cuda ? "cuda" : "cpu", choice->reason,
                     cfg.backend.threads > 0 ? cfg.backend.threads
                                             : static_cast<int64_t>(std::thread::hardware_concurrency()));
     return status::ok();

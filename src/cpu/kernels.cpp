@@ -33,6 +33,12 @@ const char* kernel_isa() { return detail::active_kernels().name; }
 
 float dot(const float* a, const float* b, int64_t n) { return detail::active_kernels().dot(a, b, n); }
 
+void dots(const float* q, const float* const* keys, int64_t count, int64_t n, float* out) {
+    detail::active_kernels().dots(q, keys, count, n, out);
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) { detail::active_kernels().axpy(a, x, y, n); }
+
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,
             int64_t y_stride) {
     if (rows <= 0 || w.rows <= 0) return;
@@ -43,7 +49,7 @@ void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, c
     // there are many, and then the block is re-read from cache, not memory).
     const int64_t row_bytes = std::max<int64_t>(1, w.row_bytes());
     const int64_t block = std::clamp<int64_t>((int64_t{96} << 10) / row_bytes / 12 * 12, 12, 384);
-    const int64_t row_tile = 64;
+    const int64_t row_tile = 63;  // a multiple of the AVX2 kernel's 3-row group
     const int64_t blocks = (w.rows + block - 1) / block, tiles = (rows + row_tile - 1) / row_tile;
     const int64_t units = blocks * tiles;
     pool.parallel_for(units, 1, [&](int64_t u0, int64_t u1) {

@@ -22,6 +22,13 @@ namespace tandem::cpu {
 // Σ a[i]·b[i] in the fixed order described above.
 float dot(const float* a, const float* b, int64_t n);
 
+// out[j] = dot(q, keys[j], n) for j < count (attention scores: one query against its keys).
+void dots(const float* q, const float* const* keys, int64_t count, int64_t n, float* out);
+
+// y[i] += a · x[i], the product and the sum each rounded (never an fma), so every ISA and the
+// plain C++ loop it replaces give the same bits.
+void axpy(float a, const float* x, float* y, int64_t n);
+
 // y[r, o] = Σ_i x[r, i] · w(o, i) for r < rows, o < w.rows (PyTorch nn.Linear layout: w is
 // [out, in]). x has `rows` rows of stride `x_stride` (≥ w.cols), y rows of stride `y_stride`.
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,

@@ -23,6 +23,10 @@ struct kernel_table {
     void (*tile)(const float* x, int64_t x_stride, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                  float* y, int64_t y_stride);
     float (*dot)(const float* a, const float* b, int64_t n);
+    // out[j] = dot(q, keys[j], n) for j < count, each in the dot order above.
+    void (*dots)(const float* q, const float* const* keys, int64_t count, int64_t n, float* out);
+    // y[i] = y[i] + a·x[i]: a rounded product, then a rounded sum (no fma), per element.
+    void (*axpy)(float a, const float* x, float* y, int64_t n);
 };
 
 const kernel_table& scalar_kernels();

@@ -20,6 +20,17 @@ float dot_reference(const float* a, const float* b, int64_t n) {
     return s;
 }
 
+void dots_reference(const float* q, const float* const* keys, int64_t count, int64_t n, float* out) {
+    for (int64_t j = 0; j < count; ++j) out[j] = dot_reference(q, keys[j], n);
+}
+
+void axpy_reference(float a, const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const volatile float p = a * x[i];  // volatile: never contracted into an fma
+        y[i] = y[i] + p;
+    }
+}
+
 void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                     float* y, int64_t y_stride) {
     std::vector<float> row(static_cast<size_t>(w.cols));
@@ -32,7 +43,7 @@ void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight
 }  // namespace
 
 const kernel_table& scalar_kernels() {
-    static const kernel_table t{"scalar", tile_reference, dot_reference};
+    static const kernel_table t{"scalar", tile_reference, dot_reference, dots_reference, axpy_reference};
     return t;
 }
 

@@ -19,8 +19,7 @@ thread_pool::~thread_pool() {
     for (auto& t : workers_) t.join();
 }
 
-void thread_pool::parallel_for(int64_t n, int64_t grain,
-                               const std::function<void(int64_t, int64_t)>& fn) {
+void thread_pool::parallel_for(int64_t n, int64_t grain, range_fn fn) {
     if (n <= 0) return;
     grain = std::max<int64_t>(grain, 1);
     int64_t pieces = std::min<int64_t>(size() * 4, (n + grain - 1) / grain);

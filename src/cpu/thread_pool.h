@@ -9,12 +9,30 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace tandem::cpu {
+
+// A non-owning reference to a callable fn(begin, end): two pointers, never a heap allocation.
+// parallel_for runs for every linear layer, norm and attention loop of every step, and a
+// std::function holding a lambda that captures more than two references allocates each time.
+// The callable must outlive the call it is passed to (a temporary lambda argument does).
+class range_fn {
+public:
+    template <class F>
+        requires(!std::is_same_v<std::remove_cvref_t<F>, range_fn>)
+    range_fn(F&& f)  // NOLINT(google-explicit-constructor): lambdas convert implicitly
+        : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+          call_([](void* o, int64_t b, int64_t e) { (*static_cast<std::remove_reference_t<F>*>(o))(b, e); }) {}
+    void operator()(int64_t begin, int64_t end) const { call_(obj_, begin, end); }
+
+private:
+    void* obj_;
+    void (*call_)(void*, int64_t, int64_t);
+};
 
 class thread_pool {
 public:
@@ -27,7 +45,7 @@ public:
     int size() const { return static_cast<int>(workers_.size()) + 1; }
 
     // Runs fn(begin, end) over pieces covering [0, n); pieces hold at least `grain` indices.
-    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+    void parallel_for(int64_t n, int64_t grain, range_fn fn);
 
 private:
     void worker_loop(int index);
@@ -36,7 +54,7 @@ private:
     std::mutex mutex_;
     std::condition_variable work_cv_;
     std::condition_variable done_cv_;
-    const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+    const range_fn* job_ = nullptr;
     int64_t job_n_ = 0;
     int64_t job_pieces_ = 0;
     int64_t next_piece_ = 0;

@@ -36,24 +36,18 @@ struct compressor_shape {
 };
 
 // Pools one closed window into out[dim] (softmax over slots, independently per feature).
+// Slots in order: previous Ca (rows 0..m−1, offset 0) then current Cb (rows m..2m−1, offset D)
+// for CSA; the m tokens (offset 0) for HCA.
 void pool_window(const compressor_shape& s, const float* ring, float* out) {
-    const int64_t m = s.m, D = s.dim, cd = (s.overlap ? 2 : 1) * D, F = 2 * cd;
-    // (row, feature offset) of every slot: previous Ca then current Cb (CSA), or the m tokens (HCA).
-    std::vector<std::pair<int64_t, int64_t>> slots;
-    if (s.overlap) {
-        for (int64_t j = 0; j < m; ++j) slots.emplace_back(j, 0);
-        for (int64_t j = 0; j < m; ++j) slots.emplace_back(m + j, D);
-    } else {
-        for (int64_t j = 0; j < m; ++j) slots.emplace_back(j, 0);
-    }
+    const int64_t m = s.m, D = s.dim, cd = (s.overlap ? 2 : 1) * D, F = 2 * cd, n = (s.overlap ? 2 : 1) * m;
+    auto at = [&](int64_t i) { return ring + i * F + (i >= m ? D : 0); };  // slot i's kv; score at + cd
     for (int64_t e = 0; e < D; ++e) {
         float mx = -INFINITY;
-        for (auto [row, off] : slots) mx = std::max(mx, ring[row * F + cd + off + e]);
+        for (int64_t i = 0; i < n; ++i) mx = std::max(mx, at(i)[cd + e]);
         float sum = 0.0f;
-        for (auto [row, off] : slots) sum += std::exp(ring[row * F + cd + off + e] - mx);
+        for (int64_t i = 0; i < n; ++i) sum += std::exp(at(i)[cd + e] - mx);
         float acc = 0.0f;
-        for (auto [row, off] : slots)
-            acc += ring[row * F + off + e] * (std::exp(ring[row * F + cd + off + e] - mx) / sum);
+        for (int64_t i = 0; i < n; ++i) acc += at(i)[e] * (std::exp(at(i)[cd + e] - mx) / sum);
         out[e] = acc;
     }
 }
@@ -65,7 +59,9 @@ void run_compressor(const model_config& c, const compressor_shape& s, const comp
                     const rope_table& rope, const float* kv, const float* gate, int64_t n_tokens, int64_t start_pos,
                     float* ring, bool official, Emit&& emit) {
     const int64_t m = s.m, D = s.dim, cd = (s.overlap ? 2 : 1) * D, F = 2 * cd, R = c.rope_head_dim;
-    std::vector<float> pooled(static_cast<size_t>(D)), row(static_cast<size_t>(D));
+    thread_local std::vector<float> pooled, row;
+    pooled.resize(static_cast<size_t>(D));
+    row.resize(static_cast<size_t>(D));
     for (int64_t i = 0; i < n_tokens; ++i) {
         const int64_t pos = start_pos + i, slot = pos % m;
         float* dst = ring + ((s.overlap ? m : 0) + slot) * F;
@@ -106,15 +102,16 @@ struct seq_view {
 // scores common. This reproduces HF transformers' token-by-token decode exactly; HF's
 // full-sequence prefill also scores the not-yet-visible rows (at −inf), which can break such an
 // exact tie differently — HF's own prefill and decode then disagree, and tandem follows decode.
-std::vector<int32_t> top_k_ascending(const std::vector<float>& v, int64_t k) {
+void top_k_ascending(const std::vector<float>& v, int64_t k, std::vector<int32_t>& idx) {
     const int64_t n = static_cast<int64_t>(v.size());
-    std::vector<int32_t> idx;
+    idx.clear();
     if (k >= n) {
         idx.resize(static_cast<size_t>(n));
         std::iota(idx.begin(), idx.end(), 0);
-        return idx;
+        return;
     }
-    std::vector<std::pair<float, int64_t>> q(static_cast<size_t>(n));
+    thread_local std::vector<std::pair<float, int64_t>> q;
+    q.resize(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(j)] = {v[static_cast<size_t>(j)], j};
     auto larger = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
         return a.first > b.first;
@@ -123,14 +120,29 @@ std::vector<int32_t> top_k_ascending(const std::vector<float>& v, int64_t k) {
     else std::nth_element(q.begin(), q.begin() + k - 1, q.end(), larger);
     for (int64_t j = 0; j < k; ++j) idx.push_back(static_cast<int32_t>(q[static_cast<size_t>(j)].second));
     std::sort(idx.begin(), idx.end());
-    return idx;
 }
+
+}  // namespace
+
+// The attention pass's buffers (see model_impl::attn_scratch). One set serves every layer: a
+// layer's pass is done with them before the next starts.
+struct attention_scratch {
+    std::vector<float> qr, q, kv, qi, iw, o, z, ckv, cg;
+    std::vector<seq_view> views;
+    std::vector<int32_t> seq_of;
+    std::vector<std::vector<int32_t>> selected;  // resized, never shrunk: inner capacity is kept
+};
+
+namespace {
 
 // One attention sublayer call, as named phases over shared buffers.
 class attention_pass {
 public:
-    attention_pass(model_impl& m, const cache::layer_view& view, const batch& b, const std::vector<float>& x)
-        : m_(m), c_(m.cfg), lc_(m.cfg.layers[static_cast<size_t>(view.layer())]),
+    attention_pass(model_impl& m, attention_scratch& sc, const cache::layer_view& view, const batch& b,
+                   const std::vector<float>& x)
+        : qr_(sc.qr), q_(sc.q), kv_(sc.kv), qi_(sc.qi), iw_(sc.iw), o_(sc.o), z_(sc.z), ckv_(sc.ckv), cg_(sc.cg),
+          views_(sc.views), seq_of_(sc.seq_of), selected_(sc.selected), m_(m), c_(m.cfg),
+          lc_(m.cfg.layers[static_cast<size_t>(view.layer())]),
           aw_(m.w.layers[static_cast<size_t>(view.layer())].attn), b_(b), x_(x), cp_(view),
           kv_fmt_(cp_.layout().kv_row()), ik_fmt_(cp_.layout().index_k_row()), lid_(view.layer()),
           T_(b.rows), H_(c_.num_attention_heads), D_(c_.head_dim), R_(c_.rope_head_dim), N_(D_ - R_),
@@ -160,7 +172,7 @@ private:
         m_.linear(x_, T_, aw_.wq_a, qr_);
         m_.linear(x_, T_, aw_.wkv, kv_);
         m_.pool->parallel_for(T_, 1, [&](int64_t r0, int64_t r1) {
-            std::vector<std::byte> scratch;
+            thread_local std::vector<std::byte> scratch;
             for (int64_t r = r0; r < r1; ++r) {
                 cpu::rms_norm(&qr_[r * ql], aw_.q_norm.ptr(), ql, eps, &qr_[r * ql]);
                 cpu::rms_norm(&kv_[r * D_], aw_.kv_norm.ptr(), D_, eps, &kv_[r * D_]);
@@ -183,7 +195,8 @@ private:
     void compress(const compressor_weights& cw, compressor_shape cs, cache::state_kind sk, cache::buffer_kind bk,
                   const cache::row_format& fmt) {
         const int64_t cd = (cs.overlap ? 2 : 1) * cs.dim;
-        std::vector<float> ckv, cg;
+        std::vector<float>& ckv = ckv_;
+        std::vector<float>& cg = cg_;
         m_.linear(x_, T_, cw.wkv, ckv);
         m_.linear(x_, T_, cw.wgate, cg);
         for (const batch_seq& s : b_.seqs) {
@@ -243,20 +256,22 @@ private:
     // Which compressed rows each query attends to: all visible ones (HCA, or CSA with few rows),
     // else the lightning indexer's top-k.
     void select_rows() {
-        selected_.assign(static_cast<size_t>(T_), {});
+        if (selected_.size() < static_cast<size_t>(T_)) selected_.resize(static_cast<size_t>(T_));
         const float idx_scale = 1.0f / std::sqrt(static_cast<float>(Di_));
         const float head_scale = 1.0f / std::sqrt(static_cast<float>(Hi_));
         m_.pool->parallel_for(T_, 1, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) {
                 const int64_t visible = (b_.pos[r] + 1) / m_rate_;
                 auto& sel = selected_[static_cast<size_t>(r)];
+                sel.clear();
                 if (!aw_.has_indexer || visible <= c_.index_topk) {
                     sel.resize(static_cast<size_t>(visible));
                     std::iota(sel.begin(), sel.end(), 0);
                     continue;
                 }
                 const seq_view& v = views_[static_cast<size_t>(seq_of_[static_cast<size_t>(r)])];
-                std::vector<float> score(static_cast<size_t>(visible));
+                thread_local std::vector<float> score;
+                score.resize(static_cast<size_t>(visible));
                 for (int64_t wv = 0; wv < visible; ++wv) {
                     float sc = 0.0f;
                     for (int64_t h = 0; h < Hi_; ++h) {
@@ -265,7 +280,7 @@ private:
                     }
                     score[static_cast<size_t>(wv)] = sc;
                 }
-                sel = top_k_ascending(score, c_.index_topk);
+                top_k_ascending(score, c_.index_topk, sel);
             }
         });
     }
@@ -297,8 +312,8 @@ private:
         o_.assign(static_cast<size_t>(T_ * H_ * D_), 0.0f);
         const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
         m_.pool->parallel_for(T_ * H_, 1, [&](int64_t i0, int64_t i1) {
-            std::vector<const float*> keys;
-            std::vector<float> logit;
+            thread_local std::vector<const float*> keys;
+            thread_local std::vector<float> logit;
             for (int64_t i = i0; i < i1; ++i) {
                 const int64_t r = i / H_, h = i % H_, t = b_.pos[r];
                 const size_t si = static_cast<size_t>(seq_of_[static_cast<size_t>(r)]);
@@ -313,16 +328,14 @@ private:
                 const float* qh = &q_[i * D_];
                 const float sink = aw_.sink.ptr()[h];
                 logit.resize(keys.size());
+                cpu::dots(qh, keys.data(), static_cast<int64_t>(keys.size()), D_, logit.data());
                 float mx = sink;
-                for (size_t j = 0; j < keys.size(); ++j) mx = std::max(mx, logit[j] = cpu::dot(qh, keys[j], D_) * scale);
+                for (size_t j = 0; j < keys.size(); ++j) mx = std::max(mx, logit[j] = logit[j] * scale);
                 float denom = 0.0f;
                 for (size_t j = 0; j < keys.size(); ++j) denom += (logit[j] = std::exp(logit[j] - mx));
                 denom += std::exp(sink - mx);
                 float* oh = &o_[i * D_];
-                for (size_t j = 0; j < keys.size(); ++j) {
-                    const float p = logit[j] / denom;
-                    for (int64_t e = 0; e < D_; ++e) oh[e] += p * keys[j][e];
-                }
+                for (size_t j = 0; j < keys.size(); ++j) cpu::axpy(logit[j] / denom, keys[j], oh, D_);
                 rope_.apply(oh + N_, t, true);  // K = V carried RoPE at the key position: undo at the query's
             }
         });
@@ -342,13 +355,18 @@ private:
     // Grouped low-rank output projection: group g of the flattened heads → o_lora_rank, then wo_b.
     void output(std::vector<float>& out) {
         const int64_t g = c_.o_groups, ro = c_.o_lora_rank, gw = H_ * D_ / g;
-        std::vector<float> z(static_cast<size_t>(T_ * g * ro));
+        std::vector<float>& z = z_;
+        z.resize(static_cast<size_t>(T_ * g * ro));
         for (int64_t gi = 0; gi < g; ++gi)
             cpu::linear(*m_.pool, o_.data() + gi * gw, T_, H_ * D_, aw_.wo_a.mat.slice_rows(gi * ro, ro),
                         z.data() + gi * ro, g * ro);
         m_.linear(z, T_, aw_.wo_b, out);
     }
 
+    std::vector<float>&qr_, &q_, &kv_, &qi_, &iw_, &o_, &z_, &ckv_, &cg_;
+    std::vector<seq_view>& views_;
+    std::vector<int32_t>& seq_of_;
+    std::vector<std::vector<int32_t>>& selected_;
     model_impl& m_;
     const model_config& c_;
     const layer_config& lc_;
@@ -362,17 +380,14 @@ private:
     const int64_t T_, H_, D_, R_, N_, W_, m_rate_, Di_, Hi_;
     const bool official_;
     const rope_table& rope_;
-    std::vector<float> qr_, q_, kv_, qi_, iw_, o_;
-    std::vector<seq_view> views_;
-    std::vector<int32_t> seq_of_;
-    std::vector<std::vector<int32_t>> selected_;
 };
 
 }  // namespace
 
 void model_impl::attention(const cache::layer_view& view, const batch& b, const std::vector<float>& x,
                            std::vector<float>& out) {
-    attention_pass(*this, view, b, x).run(out);
+    if (!attn_scratch) attn_scratch = std::make_shared<attention_scratch>();
+    attention_pass(*this, *attn_scratch, view, b, x).run(out);
 }
 
 }  // namespace tandem::model

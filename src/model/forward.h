@@ -40,6 +40,8 @@ struct batch {
     std::vector<batch_seq> seqs;
 };
 
+struct attention_scratch;  // attention.cpp: the attention pass's buffers, reused across layers and steps
+
 class model_impl {
 public:
     model_config cfg;
@@ -47,6 +49,9 @@ public:
     model_options opt;
     std::unique_ptr<cpu::thread_pool> pool;
     rope_table rope_main, rope_compress;
+    // Buffers of the attention pass (forward() runs on one thread at a time): sized by the
+    // first steps, then only resized, so a steady decode allocates nothing there.
+    std::shared_ptr<attention_scratch> attn_scratch;
 
     // h: [rows, n, d] residual streams, updated in place through every block.
     void run_layer(const cache::layer_view& view, const batch& b, std::vector<float>& h);

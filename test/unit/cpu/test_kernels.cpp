@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu/kernels.h"
+#include "cpu/kernels_internal.h"
 #include "cpu/thread_pool.h"
 
 using namespace tandem::cpu;
@@ -41,5 +42,52 @@ TEST_CASE("cpu: thread pool covers every index exactly once") {
             for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
         });
         for (int h : hits) CHECK(h == 1);
+    }
+}
+
+TEST_CASE("cpu: attention's dots and axpy give the reference bits on every instruction set") {
+    const auto* avx2 = tandem::cpu::detail::avx2_kernels();
+    const auto& scalar = tandem::cpu::detail::scalar_kernels();
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd;
+    for (int64_t n : {1, 7, 8, 37, 128, 512}) {
+        for (int64_t count : {1, 3, 4, 9}) {
+            CAPTURE(n);
+            CAPTURE(count);
+            std::vector<float> q(static_cast<size_t>(n)), k(static_cast<size_t>(n * count));
+            for (auto& v : q) v = nd(rng);
+            for (auto& v : k) v = nd(rng);
+            std::vector<const float*> keys;
+            for (int64_t j = 0; j < count; ++j) keys.push_back(&k[j * n]);
+            std::vector<float> got(static_cast<size_t>(count)), ref(got.size());
+            scalar.dots(q.data(), keys.data(), count, n, ref.data());
+            dots(q.data(), keys.data(), count, n, got.data());
+            CHECK(std::memcmp(got.data(), ref.data(), got.size() * 4) == 0);
+            // A key's score does not depend on which group of four it fell into.
+            for (int64_t j = 0; j < count; ++j) CHECK(got[j] == scalar.dot(q.data(), keys[j], n));
+            if (avx2) {
+                avx2->dots(q.data(), keys.data(), count, n, got.data());
+                CHECK(std::memcmp(got.data(), ref.data(), got.size() * 4) == 0);
+            }
+        }
+        // axpy: y + a·x with the product rounded first, element by element.
+        std::vector<float> x(static_cast<size_t>(n)), y0(static_cast<size_t>(n));
+        for (auto& v : x) v = nd(rng);
+        for (auto& v : y0) v = nd(rng);
+        const float a = nd(rng);
+        std::vector<float> want = y0, got = y0, got_scalar = y0;
+        for (int64_t i = 0; i < n; ++i) {
+            const volatile float p = a * x[static_cast<size_t>(i)];
+            want[static_cast<size_t>(i)] = want[static_cast<size_t>(i)] + p;
+        }
+        axpy(a, x.data(), got.data(), n);
+        scalar.axpy(a, x.data(), got_scalar.data(), n);
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+        CHECK(std::memcmp(got_scalar.data(), want.data(), got.size() * 4) == 0);
+        if (avx2) {
+            got = y0;
+            avx2->axpy(a, x.data(), got.data(), n);
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+        }
     }
 }

@@ -1,0 +1,95 @@
+// cuda/host/cuda_ops.h — Host-buffer entry points of the phase-1 CUDA kernels, and the phase-0
+// bring-up (weights + pool on the GPU).
+//
+// Each op uploads its host inputs, runs its kernel on device 0 (one stream, synchronously) and
+// downloads the result. They exist for the parity harness (test/cuda/) and the GPU check; the
+// executor will call the same kernels on device-resident buffers. Every CUDA failure comes back
+// as a status naming the op and CUDA's message; a build without CUDA (cuda/ops_none.cpp) or a
+// machine without a GPU answers `unavailable`. Shapes are row-major; per-element math is
+// cuda/host/kernel_math.h (the kernel list K1–K18 of spec §5.4 names each op).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+#include "cuda/host/device_memory_plan.h"
+#include "cuda/host/kernel_math.h"
+
+namespace tandem::cuda {
+
+// K1: h[t, j, :] = embed[ids[t], :] for j < hc (the hc streams start equal).
+status op_embed_expand(const kmath::weight_view& embed, std::span<const int32_t> ids, int64_t hc, std::span<float> h);
+// K6 / K4 / K5 form: y[r, o] = Σ_k x[r, k] · w(o, k), weights decoded in registers as stored.
+status op_linear(std::span<const float> x, int64_t rows, const kmath::weight_view& w, std::span<float> y);
+// K3: y = weight ⊙ (x · rsqrt(mean(x²) + eps)) per row of n; weight may be null.
+status op_rms_norm(std::span<const float> x, int64_t rows, int64_t n, const float* weight, float eps, std::span<float> y);
+// K3/K4 official activation QDQ: FP8 e4m3 blocks of `block` with a power-of-two scale, in place.
+status op_qdq_fp8(std::span<float> x, int64_t block, float amax_floor);
+// K7/K8/K13 epilogue: rotate the last 2·inv_freq.size() dims of each [rows, heads, dim] head at
+// pos[row]; inverse = true undoes it.
+status op_rope(std::span<float> x, int64_t rows, int64_t heads, int64_t dim, std::span<const float> inv_freq,
+               std::span<const int64_t> pos, bool inverse);
+// K2: mHC pre for T tokens: h [T, n, d], fn [(2+n)·n, n·d] fp32, base [(2+n)·n], scale [3] →
+// collapsed [T, d], post [T, n], comb [T, n, n].
+struct hc_shape {
+    int64_t n = 4, d = 0, sinkhorn_iters = 20;
+    float norm_eps = 1e-6f, hc_eps = 1e-6f;
+};
+status op_hc_pre(const hc_shape& s, std::span<const float> h, std::span<const float> fn, std::span<const float> base,
+                 std::span<const float> scale, std::span<float> collapsed, std::span<float> post, std::span<float> comb);
+// K17: h_new [T, n, d] from out [T, d], h [T, n, d], post [T, n], comb [T, n, n].
+status op_hc_post(int64_t n, int64_t d, std::span<const float> out, std::span<const float> h,
+                  std::span<const float> post, std::span<const float> comb, std::span<float> h_new);
+// K13 core: per (token t, head h): softmax with sink over keys[t, 0..n_keys[t]) (key rows of
+// width dim, shared by all heads, K = V), scale applied to the logits → out [T, H, dim].
+status op_attention(std::span<const float> q, int64_t tokens, int64_t heads, int64_t dim, std::span<const float> keys,
+                    int64_t max_keys, std::span<const int32_t> n_keys, std::span<const float> sinks, float scale,
+                    std::span<float> out);
+// K18 greedy: argmax per row of [rows, vocab], ties to the lowest id.
+status op_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, std::span<int32_t> ids);
+
+// The ops as a table, so the parity harness can run the same checks on the GPU kernels or on
+// their host emulation (cuda/host/ops_emulated.cpp: the kernels' per-element math from
+// kernel_math.h in host loops over the same grid). The emulation proves the harness and its
+// calibrated bounds in CI; only the device table says anything about the GPU.
+struct op_table {
+    const char* name;
+    decltype(&op_embed_expand) embed_expand;
+    decltype(&op_linear) linear;
+    decltype(&op_rms_norm) rms_norm;
+    decltype(&op_qdq_fp8) qdq_fp8;
+    decltype(&op_rope) rope;
+    decltype(&op_hc_pre) hc_pre;
+    decltype(&op_hc_post) hc_post;
+    decltype(&op_attention) attention;
+    decltype(&op_argmax) argmax;
+};
+const op_table& device_ops();
+const op_table& emulated_ops();
+
+// Micro-benchmark of the GPU check: device-to-device copy bandwidth (the HBM ceiling) and the
+// phase-1 linear kernel's weight bandwidth on a bf16 [out, in] matrix at `batch` rows.
+struct bandwidth_result {
+    double copy_gb_per_s = 0;
+    double linear_gb_per_s = 0;
+    double linear_ms = 0;
+    std::string gpu;
+};
+result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batch, int repeats);
+
+// Phase 0: allocate the plan's slabs on device 0 (refusing with check_device_fit's message first
+// when they do not fit), upload every tensor as stored, read the weight slab back and compare
+// XXH3 checksums, zero the pool, then free everything (the executor that keeps them is not built).
+struct bringup_report {
+    std::string gpu;
+    int64_t free_bytes_before = 0;
+    int64_t weight_bytes = 0, pool_bytes = 0, scratch_bytes = 0;
+    uint64_t weights_xxh3 = 0;   // of the stored bytes, tensor by tensor in plan order
+    bool readback_equal = false; // the device copy hashed to the same value
+    double upload_seconds = 0;
+};
+result<bringup_report> bring_up_device(const device_memory_plan& plan);
+
+}  // namespace tandem::cuda

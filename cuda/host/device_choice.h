@@ -1,0 +1,42 @@
+// cuda/host/device_choice.h — Which backend computes: backend.device ("auto" | "cpu" | "cuda")
+// against what the GPU probe found and what the CUDA backend can do today.
+//
+// Plain C++ (tested in CI without a GPU). The rule, and why:
+//   cpu   → the CPU, always.
+//   cuda  → the CUDA backend; an error naming the reason when no GPU can be used or the CUDA
+//           forward pass is not complete (a user who asked for the GPU must not silently get
+//           the CPU).
+//   auto  → CUDA only when a GPU is present AND the CUDA forward pass is complete; otherwise the
+//           CPU, with the reason logged (a GPU machine keeps serving on the CPU until the GPU
+//           path is whole).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/gpu_probe.h"
+#include "core/status.h"
+
+namespace tandem::cuda {
+
+enum class backend_device { cpu, cuda };
+
+struct device_choice {
+    backend_device device = backend_device::cpu;
+    std::string reason;  // one line for the startup log: why this backend
+};
+
+// What the CUDA backend of this build can run. Phase 1 is incomplete: the forward pass over
+// the pool does not exist yet, so `forward_ready` is false (cuda_forward_status() says what is
+// missing).
+struct cuda_capability {
+    bool forward_ready = false;
+    std::string missing;  // what is missing when !forward_ready
+};
+cuda_capability cuda_backend_capability();
+
+// Errors (invalid_argument / unavailable) name backend.device and the reason.
+result<device_choice> choose_backend_device(std::string_view configured, const gpu_info& gpu,
+                                            const cuda_capability& cap);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,66 @@
+#include "cuda/host/device_memory_plan.h"
+
+#include <cstdio>
+
+namespace tandem::cuda {
+
+namespace {
+
+std::string mib(int64_t bytes) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+    return buf;
+}
+
+}  // namespace
+
+const device_tensor* device_memory_plan::find(const std::string& name) const {
+    for (const device_tensor& t : tensors)
+        if (t.name == name) return &t;
+    return nullptr;
+}
+
+result<device_memory_plan> plan_device_memory(const model::checkpoint& ck, const cache::pool_geometry& geometry,
+                                              int64_t scratch_bytes) {
+    if (scratch_bytes < 0) return make_error(error_code::invalid_argument, "device scratch bytes < 0");
+    device_memory_plan p;
+    int64_t at = 0;
+    for (const auto& [name, view] : ck.tensors()) {
+        if (view->nbytes < 0)
+            return make_error(error_code::data_loss, "tensor " + name + ": negative byte count");
+        at = cache::align_up(at, device_memory_plan::k_tensor_alignment);
+        p.tensors.push_back({name, view, at, view->nbytes});
+        at += view->nbytes;
+        p.stored_weight_bytes += view->nbytes;
+    }
+    p.weight_bytes = cache::align_up(at, device_memory_plan::k_tensor_alignment);
+    p.arena_bytes = geometry.total_bytes();
+    p.num_pages = geometry.num_pages();
+    p.epoch_offset = cache::align_up(p.arena_bytes, device_memory_plan::k_tensor_alignment);
+    p.pool_bytes = cache::align_up(p.epoch_offset + p.num_pages * int64_t{sizeof(uint32_t)},
+                                   device_memory_plan::k_tensor_alignment);
+    p.scratch_bytes = cache::align_up(scratch_bytes, device_memory_plan::k_tensor_alignment);
+    return p;
+}
+
+status check_device_fit(const device_memory_plan& plan, int64_t free_bytes, const std::string& gpu) {
+    if (plan.total_bytes() <= free_bytes) return status::ok();
+    std::string why = "the model and cache pool do not fit on " + gpu + ": weights " + mib(plan.weight_bytes) +
+                      " + pool " + mib(plan.pool_bytes) + " + scratch " + mib(plan.scratch_bytes) + " = " +
+                      mib(plan.total_bytes()) + ", but only " + mib(free_bytes) + " is free";
+    if (plan.weight_bytes + plan.scratch_bytes > free_bytes)
+        why += "; the weights alone do not fit (a model this size needs more GPUs, which this backend does not "
+               "support yet)";
+    else
+        why += "; lower cache.memory_bytes to at most " +
+               mib(free_bytes - plan.weight_bytes - plan.scratch_bytes - (plan.pool_bytes - plan.arena_bytes));
+    return make_error(error_code::out_of_range, why);
+}
+
+std::string describe_device_memory(const device_memory_plan& plan) {
+    return "weights " + mib(plan.weight_bytes) + " (" + std::to_string(plan.tensors.size()) +
+           " tensors as stored), pool " + mib(plan.pool_bytes) + " (" + std::to_string(plan.num_pages) +
+           " pages + epochs), scratch " + mib(plan.scratch_bytes);
+}
+
+}  // namespace tandem::cuda

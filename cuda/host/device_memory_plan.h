@@ -1,0 +1,58 @@
+// cuda/host/device_memory_plan.h — Where every byte goes on the GPU, decided on the host.
+//
+// Two slabs, both addressed with int64 offsets (design invariant 9):
+//   weights  every checkpoint tensor in its STORED form (BF16, FP8 e4m3 + UE8M0 scales, FP4
+//            packed, fp32 norms) — never expanded to fp32; each tensor starts at a multiple of
+//            k_tensor_alignment so kernels can use vector loads.
+//   pool     the cache arena exactly as cache::pool_geometry lays it out (one slab, the same
+//            offsets the CPU pool uses, so transfer descriptors and checksums carry over), then
+//            the page epochs mirrored as uint32 per page (kernels that write pages compare them).
+// plus a fixed reserve for per-step scratch. Plain C++: CI tests it; cuda/ allocates from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cache/layout.h"
+#include "core/status.h"
+#include "model/safetensors.h"
+
+namespace tandem::cuda {
+
+struct device_tensor {
+    std::string name;
+    const model::tensor_view* source = nullptr;  // bytes in the mapped checkpoint
+    int64_t offset = 0;                          // inside the weight slab
+    int64_t bytes = 0;                           // stored bytes (== source->nbytes)
+};
+
+struct device_memory_plan {
+    static constexpr int64_t k_tensor_alignment = 256;
+
+    std::vector<device_tensor> tensors;  // in checkpoint name order
+    int64_t weight_bytes = 0;            // the weight slab (tensors + alignment)
+    int64_t stored_weight_bytes = 0;     // Σ stored bytes (what the checkpoint holds)
+
+    int64_t arena_bytes = 0;       // cache::pool_geometry::total_bytes()
+    int64_t epoch_offset = 0;      // uint32[num_pages] after the arena, aligned
+    int64_t num_pages = 0;
+    int64_t pool_bytes = 0;        // the pool slab: arena + epochs
+
+    int64_t scratch_bytes = 0;     // per-step activations (reserved, sized by the caller)
+
+    int64_t total_bytes() const { return weight_bytes + pool_bytes + scratch_bytes; }
+    const device_tensor* find(const std::string& name) const;
+};
+
+result<device_memory_plan> plan_device_memory(const model::checkpoint& ck, const cache::pool_geometry& geometry,
+                                              int64_t scratch_bytes);
+
+// ok when the plan fits in `free_bytes` of `gpu`; otherwise a refusal that names the GPU, the
+// bytes each part needs and what is free, and what to change (cache.memory_bytes).
+status check_device_fit(const device_memory_plan& plan, int64_t free_bytes, const std::string& gpu);
+
+// "weights 12.3 MiB (1523 tensors as stored), pool 64.0 MiB (256 pages), scratch 8.0 MiB".
+std::string describe_device_memory(const device_memory_plan& plan);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,302 @@
+// cuda/host/kernel_math.h — The per-element math of the CUDA kernels, written once for both sides.
+//
+// Every function here is `__host__ __device__` under nvcc and plain inline C++ elsewhere, so the
+// CUDA kernels (cuda/kernels.cu) and the host unit tests (test/unit/cuda/) run the SAME source.
+// The unit tests compare these functions bit for bit with the CPU reference (cpu/kernels.h,
+// cpu/weight_matrix.h, cache/codec.h, model/forward.h): what passes there is the exact operation
+// sequence the GPU runs. Two things remain that only a GPU can show: the device's own libm
+// (expf, sinf, cosf differ from glibc in the last bits: tier 2 of the parity harness) and the
+// compiler (kernels.cu is built with --fmad=false so `a * b + c` is never contracted, exactly
+// as g++ -std=c++20 leaves it; explicit fmaf is used where the CPU calls std::fma).
+//
+// Reduction orders (spec §3.5, fixed by the op's own shape, never by the batch):
+//   fixed_dot         8 lane accumulators (lane l: fma over k ≡ l mod 8, ascending k below the
+//                     last multiple of 8), pairwise (l, l+4), (l, l+2), (0, 1), then fma tail —
+//                     the order of cpu/kernels_scalar.cpp, which every CPU ISA reproduces.
+//   hc_* / attention  ascending j (streams) / ascending key index, sequential fp32 sums, as
+//                     model/blocks.cpp and model/attention.cpp.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define TANDEM_HD __host__ __device__ __forceinline__
+#else
+#define TANDEM_HD inline
+#endif
+
+namespace tandem::kmath {
+
+// ---- bit casts and element formats ------------------------------------------------------------
+
+TANDEM_HD float as_float(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(bits);
+#else
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+#endif
+}
+TANDEM_HD uint32_t as_bits(float f) {
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+#endif
+}
+
+TANDEM_HD float bf16_to_f32(uint16_t v) { return as_float(static_cast<uint32_t>(v) << 16); }
+// Round to nearest even; NaN stays a quiet NaN (cache/codec.h float_to_bf16).
+TANDEM_HD uint16_t f32_to_bf16(float x) {
+    uint32_t u = as_bits(x);
+    if (x != x) return static_cast<uint16_t>((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
+TANDEM_HD float f16_to_f32(uint16_t v) {
+    const uint32_t sign = static_cast<uint32_t>(v & 0x8000u) << 16, e = (v >> 10) & 0x1fu, mant = v & 0x3ffu;
+    if (e == 0) {
+        const float mag = static_cast<float>(mant) * 5.9604644775390625e-8f;
+        return sign ? -mag : mag;
+    }
+    if (e == 31) return as_float(sign | 0x7f800000u | (mant << 13));
+    return as_float(sign | ((e + 112u) << 23) | (mant << 13));
+}
+TANDEM_HD float ue8m0_to_f32(uint8_t v) {
+    return v == 0 ? as_float(0x00400000u) : as_float(static_cast<uint32_t>(v) << 23);
+}
+// e4m3fn code placed into an fp32 exponent/mantissa: value · 2^-120 (cpu/weight_matrix.h).
+TANDEM_HD float e4m3_times_2_pow_minus_120(uint8_t v) {
+    return as_float((static_cast<uint32_t>(v & 0x80u) << 24) | (static_cast<uint32_t>(v & 0x7fu) << 20));
+}
+constexpr float k_two_pow_120 = 1.329227995784916e36f;
+TANDEM_HD float e4m3_to_f32(uint8_t v) {
+    if ((v & 0x7f) == 0x7f) return as_float(0x7fc00000u);  // e4m3fn NaN
+    return e4m3_times_2_pow_minus_120(v) * k_two_pow_120;
+}
+TANDEM_HD float e2m1_magnitude(uint8_t code3) {
+    // {0, .5, 1, 1.5, 2, 3, 4, 6} without a table (device code cannot read a host constexpr array).
+    const float m = code3 < 4 ? 0.5f * static_cast<float>(code3) : static_cast<float>(1u << ((code3 >> 1) - 1)) * ((code3 & 1) ? 1.5f : 1.0f);
+    return m;
+}
+TANDEM_HD float e2m1_to_f32(uint8_t nibble) {
+    const float m = e2m1_magnitude(nibble & 7u);
+    return (nibble & 8u) ? -m : m;
+}
+// Saturating RNE, as cache/codec.h (the official clamp to ±448).
+TANDEM_HD uint8_t f32_to_e4m3(float x) {
+    if (x != x) return 0x7f;
+    const uint8_t sign = (as_bits(x) >> 31) ? 0x80 : 0x00;
+    float a = fabsf(x);
+    if (a > 448.0f) a = 448.0f;
+    if (a < 0.015625f) return static_cast<uint8_t>(sign | static_cast<uint8_t>(rintf(ldexpf(a, 9))));
+    int e = 0;
+    const float m = frexpf(a, &e);
+    int ex = e - 1;
+    int q = static_cast<int>(rintf((2.0f * m - 1.0f) * 8.0f));
+    if (q == 8) q = 0, ++ex;
+    const int code = ((ex + 7) << 3) | q;
+    return static_cast<uint8_t>(sign | (code < 0x7e ? code : 0x7e));
+}
+TANDEM_HD uint8_t f32_to_e2m1(float x) {
+    const uint8_t sign = (as_bits(x) >> 31) ? 0x8 : 0x0;
+    const float a = fabsf(x);
+    const uint8_t code = static_cast<uint8_t>((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+                                              (a >= 3.5f) + (a > 5.0f));
+    return static_cast<uint8_t>(sign | code);
+}
+// 2^ceil(log2(max(amax, floor) / max_code)), exact from the bits (cache/codec.h pow2_block_scale).
+TANDEM_HD float pow2_block_scale(float amax, float amax_floor, float max_code) {
+    const float r = (amax > amax_floor ? amax : amax_floor) / max_code;
+    int e = 0;
+    const float m = frexpf(r, &e);
+    return m == 0.5f ? ldexpf(1.0f, e - 1) : ldexpf(1.0f, e);
+}
+
+// Quantize-dequantize one block in place (numerics = "official": act_quant_fp8 block 128,
+// kv_fp8_sim block 64): scale from the block's amax, clamp, round, rescale.
+TANDEM_HD void qdq_e4m3_block(float* x, int64_t n, float amax_floor) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) amax = amax < fabsf(x[i]) ? fabsf(x[i]) : amax;
+    const float s = pow2_block_scale(amax, amax_floor, 448.0f);
+    for (int64_t i = 0; i < n; ++i) {
+        float v = x[i] / s;
+        v = v < -448.0f ? -448.0f : (v > 448.0f ? 448.0f : v);
+        x[i] = e4m3_to_f32(f32_to_e4m3(v)) * s;
+    }
+}
+
+// ---- the fixed-order dot product ------------------------------------------------------------
+
+// Σ a(k)·b(k) in the CPU backend's one order (file comment). `a` and `b` are callables so a
+// weight row can be decoded element by element in registers.
+template <typename A, typename B>
+TANDEM_HD float fixed_dot_fn(A a, B b, int64_t n) {
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    const int64_t n8 = n & ~int64_t{7};
+    for (int64_t k = 0; k < n8; k += 8)
+        for (int l = 0; l < 8; ++l) acc[l] = fmaf(a(k + l), b(k + l), acc[l]);
+    for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+    for (int l = 0; l < 2; ++l) acc[l] += acc[l + 2];
+    float s = acc[0] + acc[1];
+    for (int64_t k = n8; k < n; ++k) s = fmaf(a(k), b(k), s);
+    return s;
+}
+TANDEM_HD float fixed_dot(const float* a, const float* b, int64_t n) {
+    return fixed_dot_fn([a](int64_t k) { return a[k]; }, [b](int64_t k) { return b[k]; }, n);
+}
+
+// ---- weights as stored --------------------------------------------------------------------
+
+// A row-major [rows, cols] matrix in its checkpoint form (the device twin of cpu::weight_matrix,
+// a plain struct so it can be passed to a kernel by value). `data` and `scales` point to the
+// whole stored matrix; `row0` is this view's first row in it.
+enum class wform : uint8_t { f32, bf16, f16, fp8_e4m3, fp4_e2m1 };
+enum class sform : uint8_t { none, e8m0, f32 };
+
+struct weight_view {
+    wform form = wform::f32;
+    sform scale = sform::none;
+    int64_t rows = 0, cols = 0, row0 = 0;
+    const uint8_t* data = nullptr;
+    const uint8_t* scales = nullptr;
+    int64_t block_rows = 1, block_cols = 1, scale_cols = 0;
+
+    TANDEM_HD int64_t row_bytes() const {
+        return form == wform::f32 ? cols * 4 : form == wform::fp8_e4m3 ? cols : form == wform::fp4_e2m1 ? cols / 2 : cols * 2;
+    }
+    TANDEM_HD float scale_at(int64_t r, int64_t c) const {
+        if (scale == sform::none) return 1.0f;
+        const int64_t at = ((row0 + r) / block_rows) * scale_cols + c / block_cols;
+        if (scale == sform::e8m0) return ue8m0_to_f32(scales[at]);
+        uint32_t bits = static_cast<uint32_t>(scales[4 * at]) | static_cast<uint32_t>(scales[4 * at + 1]) << 8 |
+                        static_cast<uint32_t>(scales[4 * at + 2]) << 16 | static_cast<uint32_t>(scales[4 * at + 3]) << 24;
+        return as_float(bits);
+    }
+    // Element (r, c) decoded exactly: code × scale, the numbers cpu::weight_matrix::at gives.
+    TANDEM_HD float at(int64_t r, int64_t c) const {
+        const uint8_t* row = data + (row0 + r) * row_bytes();
+        switch (form) {
+            case wform::f32:
+                return as_float(static_cast<uint32_t>(row[4 * c]) | static_cast<uint32_t>(row[4 * c + 1]) << 8 |
+                                static_cast<uint32_t>(row[4 * c + 2]) << 16 | static_cast<uint32_t>(row[4 * c + 3]) << 24);
+            case wform::bf16: return bf16_to_f32(static_cast<uint16_t>(row[2 * c] | row[2 * c + 1] << 8));
+            case wform::f16: return f16_to_f32(static_cast<uint16_t>(row[2 * c] | row[2 * c + 1] << 8));
+            case wform::fp8_e4m3: return e4m3_times_2_pow_minus_120(row[c]) * (scale_at(r, c) * k_two_pow_120);
+            case wform::fp4_e2m1: {
+                const uint8_t nib = (c % 2 == 0) ? (row[c / 2] & 0xf) : (row[c / 2] >> 4);
+                const float mag = e2m1_magnitude(nib & 7u);
+                return (nib & 8 ? -mag : mag) * scale_at(r, c);
+            }
+        }
+        return 0.0f;
+    }
+};
+
+// y = Σ_k x[k] · w(o, k): one output of a linear layer, the K order of fixed_dot.
+TANDEM_HD float linear_output(const float* x, const weight_view& w, int64_t o) {
+    return fixed_dot_fn([x](int64_t k) { return x[k]; }, [&w, o](int64_t k) { return w.at(o, k); }, w.cols);
+}
+
+// ---- norms ----------------------------------------------------------------------------------
+
+// 1 / sqrt(mean(x²) + eps), mean via fixed_dot (cpu::rms_norm).
+TANDEM_HD float rms_inverse(const float* x, int64_t n, float eps) {
+    const float ms = fixed_dot(x, x, n) / static_cast<float>(n);
+    return 1.0f / sqrtf(ms + eps);
+}
+// y[i] = w[i] · (x[i] · r), or x[i] · r unweighted.
+TANDEM_HD float rms_apply(float x, const float* w, int64_t i, float r) { return w ? w[i] * (x * r) : x * r; }
+
+// ---- mHC (model/blocks.cpp) ---------------------------------------------------------------
+
+TANDEM_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// From the mix logits of one token ([(2+n)·n]): pre [n], post [n], comb [n, n] with the Sinkhorn
+// normalisation (column first, then `iters − 1` row/column rounds). n ≤ 8.
+TANDEM_HD void hc_pre_weights(int64_t n, float eps, int64_t iters, const float* mix, const float* base,
+                              const float* scale, float* pre, float* post, float* comb) {
+    for (int64_t j = 0; j < n; ++j) {
+        pre[j] = sigmoid(mix[j] * scale[0] + base[j]) + eps;
+        post[j] = 2.0f * sigmoid(mix[n + j] * scale[1] + base[n + j]);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+        float* row = comb + j * n;
+        float mx = -INFINITY;
+        for (int64_t k = 0; k < n; ++k) {
+            row[k] = mix[2 * n + j * n + k] * scale[2] + base[2 * n + j * n + k];
+            mx = mx < row[k] ? row[k] : mx;
+        }
+        float sum = 0.0f;
+        for (int64_t k = 0; k < n; ++k) sum += (row[k] = expf(row[k] - mx));
+        for (int64_t k = 0; k < n; ++k) row[k] = row[k] / sum + eps;
+    }
+    for (int64_t it = 0; it < iters; ++it) {
+        if (it > 0)
+            for (int64_t j = 0; j < n; ++j) {
+                float s = 0.0f;
+                for (int64_t k = 0; k < n; ++k) s += comb[j * n + k];
+                for (int64_t k = 0; k < n; ++k) comb[j * n + k] /= (s + eps);
+            }
+        for (int64_t k = 0; k < n; ++k) {
+            float s = 0.0f;
+            for (int64_t j = 0; j < n; ++j) s += comb[j * n + k];
+            for (int64_t j = 0; j < n; ++j) comb[j * n + k] /= (s + eps);
+        }
+    }
+}
+// collapsed[e] = Σ_j pre[j] · h[j, e], ascending j.
+TANDEM_HD float hc_collapse(int64_t n, int64_t d, const float* pre, const float* h, int64_t e) {
+    float s = 0.0f;
+    for (int64_t j = 0; j < n; ++j) s += pre[j] * h[j * d + e];
+    return s;
+}
+// h_new[k, e] = post[k] · out[e] + Σ_j comb[j, k] · h_res[j, e], ascending j.
+TANDEM_HD float hc_post_element(int64_t n, int64_t d, const float* out, const float* h_res, const float* post,
+                                const float* comb, int64_t k, int64_t e) {
+    float mixed = 0.0f;
+    for (int64_t j = 0; j < n; ++j) mixed += comb[j * n + k] * h_res[j * d + e];
+    return post[k] * out[e] + mixed;
+}
+
+// ---- RoPE (model/blocks.cpp rope_table::apply) ------------------------------------------------
+
+// Rotates the pair (x[2i], x[2i+1]) at position pos; inverse uses −sin.
+TANDEM_HD void rope_pair(float* x, int64_t i, float inv_freq, int64_t pos, bool inverse) {
+    const float angle = static_cast<float>(pos) * inv_freq;
+    const float cs = cosf(angle);
+    float sn = sinf(angle);
+    if (inverse) sn = -sn;
+    const float a = x[2 * i], b = x[2 * i + 1];
+    x[2 * i] = a * cs + (-b) * sn;
+    x[2 * i + 1] = b * cs + a * sn;
+}
+
+// ---- attention with sink (model/attention.cpp attend) ---------------------------------------
+
+// One (token, head): logits[j] = dot(q, key_j) · scale were computed for every key j (in the
+// row's key order: window rows by position, then compressed rows by index). This turns them into
+// probabilities in place and returns the denominator: max over {sink, logits}, then ascending-j
+// sums of exp, the sink's term added last. Output element e is then Σ_j (p_j) · key_j[e] in
+// ascending j (attention_output_element).
+TANDEM_HD float attention_softmax(float* logits, int64_t n_keys, float sink) {
+    float mx = sink;
+    for (int64_t j = 0; j < n_keys; ++j) mx = mx < logits[j] ? logits[j] : mx;
+    float denom = 0.0f;
+    for (int64_t j = 0; j < n_keys; ++j) denom += (logits[j] = expf(logits[j] - mx));
+    denom += expf(sink - mx);
+    return denom;
+}
+template <typename Key>
+TANDEM_HD float attention_output_element(const float* exp_logits, float denom, int64_t n_keys, Key key, int64_t e) {
+    float o = 0.0f;
+    for (int64_t j = 0; j < n_keys; ++j) o += (exp_logits[j] / denom) * key(j)[e];
+    return o;
+}
+
+}  // namespace tandem::kmath

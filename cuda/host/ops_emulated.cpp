@@ -1,0 +1,149 @@
+// cuda/host/ops_emulated.cpp — The phase-1 kernels' per-element math (kernel_math.h) run by
+// host loops with the kernels' decomposition (one "thread" per output, the same serial parts),
+// behind the same op signatures as the device (cuda_ops.h). CI runs the parity harness on it.
+#include <string>
+
+#include "cuda/host/cuda_ops.h"
+
+namespace tandem::cuda {
+
+namespace k = tandem::kmath;
+
+namespace {
+
+status size_error(const char* what) { return make_error(error_code::invalid_argument, std::string(what) + ": wrong buffer size"); }
+
+status emu_embed_expand(const k::weight_view& embed, std::span<const int32_t> ids, int64_t hc, std::span<float> h) {
+    const int64_t T = static_cast<int64_t>(ids.size()), d = embed.cols;
+    if (static_cast<int64_t>(h.size()) != T * hc * d) return size_error("K1 embed");
+    for (int64_t t = 0; t < T; ++t) {
+        if (ids[t] < 0 || ids[t] >= embed.rows) return make_error(error_code::out_of_range, "K1 embed: token id outside the vocabulary");
+        for (int64_t e = 0; e < d; ++e)
+            for (int64_t j = 0; j < hc; ++j) h[(t * hc + j) * d + e] = embed.at(ids[t], e);
+    }
+    return status::ok();
+}
+
+status emu_linear(std::span<const float> x, int64_t rows, const k::weight_view& w, std::span<float> y) {
+    if (static_cast<int64_t>(x.size()) != rows * w.cols || static_cast<int64_t>(y.size()) != rows * w.rows)
+        return size_error("linear");
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < w.rows; ++o) y[r * w.rows + o] = k::linear_output(&x[r * w.cols], w, o);
+    return status::ok();
+}
+
+status emu_rms_norm(std::span<const float> x, int64_t rows, int64_t n, const float* weight, float eps, std::span<float> y) {
+    if (static_cast<int64_t>(x.size()) != rows * n || y.size() != x.size()) return size_error("K3 rms_norm");
+    for (int64_t r = 0; r < rows; ++r) {
+        const float inv = k::rms_inverse(&x[r * n], n, eps);
+        for (int64_t i = 0; i < n; ++i) y[r * n + i] = k::rms_apply(x[r * n + i], weight, i, inv);
+    }
+    return status::ok();
+}
+
+status emu_qdq_fp8(std::span<float> x, int64_t block, float amax_floor) {
+    if (block <= 0) return make_error(error_code::invalid_argument, "qdq_fp8: block must be positive");
+    const int64_t n = static_cast<int64_t>(x.size());
+    for (int64_t b0 = 0; b0 < n; b0 += block) k::qdq_e4m3_block(&x[b0], n - b0 < block ? n - b0 : block, amax_floor);
+    return status::ok();
+}
+
+status emu_rope(std::span<float> x, int64_t rows, int64_t heads, int64_t dim, std::span<const float> inv_freq,
+                std::span<const int64_t> pos, bool inverse) {
+    const int64_t half = static_cast<int64_t>(inv_freq.size());
+    if (static_cast<int64_t>(x.size()) != rows * heads * dim || static_cast<int64_t>(pos.size()) != rows || 2 * half > dim)
+        return size_error("rope");
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < half; ++i)
+                k::rope_pair(&x[(r * heads + h) * dim + dim - 2 * half], i, inv_freq[i], pos[r], inverse);
+    return status::ok();
+}
+
+status emu_hc_pre(const hc_shape& s, std::span<const float> h, std::span<const float> fn, std::span<const float> base,
+                  std::span<const float> scale, std::span<float> collapsed, std::span<float> post, std::span<float> comb) {
+    if (s.n < 1 || s.n > 8 || s.d <= 0) return make_error(error_code::invalid_argument, "K2 hc_pre: bad shape");
+    const int64_t nd = s.n * s.d, T = static_cast<int64_t>(h.size()) / nd, n_mix = (2 + s.n) * s.n;
+    if (static_cast<int64_t>(fn.size()) != n_mix * nd || static_cast<int64_t>(base.size()) != n_mix || scale.size() != 3 ||
+        static_cast<int64_t>(collapsed.size()) != T * s.d || static_cast<int64_t>(post.size()) != T * s.n ||
+        static_cast<int64_t>(comb.size()) != T * s.n * s.n)
+        return size_error("K2 hc_pre");
+    float mix[80], pre[8];
+    for (int64_t t = 0; t < T; ++t) {
+        const float* ht = &h[t * nd];
+        const float inv = k::rms_inverse(ht, nd, s.norm_eps);
+        for (int64_t j = 0; j < n_mix; ++j) {
+            const float* f = &fn[j * nd];
+            mix[j] = k::fixed_dot_fn([f](int64_t i) { return f[i]; }, [ht, inv](int64_t i) { return ht[i] * inv; }, nd);
+        }
+        k::hc_pre_weights(s.n, s.hc_eps, s.sinkhorn_iters, mix, base.data(), scale.data(), pre, &post[t * s.n],
+                          &comb[t * s.n * s.n]);
+        for (int64_t e = 0; e < s.d; ++e) collapsed[t * s.d + e] = k::hc_collapse(s.n, s.d, pre, ht, e);
+    }
+    return status::ok();
+}
+
+status emu_hc_post(int64_t n, int64_t d, std::span<const float> out, std::span<const float> h,
+                   std::span<const float> post, std::span<const float> comb, std::span<float> h_new) {
+    const int64_t T = d > 0 ? static_cast<int64_t>(out.size()) / d : 0;
+    if (static_cast<int64_t>(h.size()) != T * n * d || static_cast<int64_t>(post.size()) != T * n ||
+        static_cast<int64_t>(comb.size()) != T * n * n || h_new.size() != h.size())
+        return size_error("K17 hc_post");
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t kk = 0; kk < n; ++kk)
+            for (int64_t e = 0; e < d; ++e)
+                h_new[(t * n + kk) * d + e] =
+                    k::hc_post_element(n, d, &out[t * d], &h[t * n * d], &post[t * n], &comb[t * n * n], kk, e);
+    return status::ok();
+}
+
+status emu_attention(std::span<const float> q, int64_t tokens, int64_t heads, int64_t dim, std::span<const float> keys,
+                     int64_t max_keys, std::span<const int32_t> n_keys, std::span<const float> sinks, float scale,
+                     std::span<float> out) {
+    if (static_cast<int64_t>(q.size()) != tokens * heads * dim || static_cast<int64_t>(keys.size()) != tokens * max_keys * dim ||
+        static_cast<int64_t>(n_keys.size()) != tokens || static_cast<int64_t>(sinks.size()) != heads || out.size() != q.size())
+        return size_error("K13 attention");
+    std::vector<float> logits(static_cast<size_t>(max_keys));
+    for (int64_t t = 0; t < tokens; ++t) {
+        const int64_t nk = n_keys[t];
+        if (nk < 0 || nk > max_keys) return make_error(error_code::out_of_range, "K13 attention: key count outside [0, max_keys]");
+        const float* kt = &keys[t * max_keys * dim];
+        for (int64_t h = 0; h < heads; ++h) {
+            const float* qh = &q[(t * heads + h) * dim];
+            for (int64_t j = 0; j < nk; ++j) logits[j] = k::fixed_dot(qh, kt + j * dim, dim) * scale;
+            const float denom = k::attention_softmax(logits.data(), nk, sinks[h]);
+            for (int64_t e = 0; e < dim; ++e)
+                out[(t * heads + h) * dim + e] =
+                    k::attention_output_element(logits.data(), denom, nk, [kt, dim](int64_t j) { return kt + j * dim; }, e);
+        }
+    }
+    return status::ok();
+}
+
+status emu_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, std::span<int32_t> ids) {
+    if (vocab <= 0 || static_cast<int64_t>(logits.size()) != rows * vocab || static_cast<int64_t>(ids.size()) != rows)
+        return size_error("K18 argmax");
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t best = 0;
+        for (int64_t v = 1; v < vocab; ++v)
+            if (logits[r * vocab + v] > logits[r * vocab + best]) best = v;
+        ids[r] = static_cast<int32_t>(best);
+    }
+    return status::ok();
+}
+
+}  // namespace
+
+const op_table& device_ops() {
+    static const op_table t{"device",  op_embed_expand, op_linear,  op_rms_norm, op_qdq_fp8,
+                            op_rope,   op_hc_pre,       op_hc_post, op_attention, op_argmax};
+    return t;
+}
+
+const op_table& emulated_ops() {
+    static const op_table t{"host emulation", emu_embed_expand, emu_linear,  emu_rms_norm,  emu_qdq_fp8,
+                            emu_rope,         emu_hc_pre,       emu_hc_post, emu_attention, emu_argmax};
+    return t;
+}
+
+}  // namespace tandem::cuda

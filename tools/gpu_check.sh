@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# tools/gpu_check.sh — the one prepared GPU check of the CUDA backend (spec §5.6.7).
+#
+#   tools/gpu_check.sh pack   (here, on the CPU machine) builds build/ and copies the check
+#                             binaries and the shared libraries the GPU image lacks into
+#                             gpu_bundle/ (ignored by git; ~2 MiB) — carry it to the GPU machine.
+#   tools/gpu_check.sh        (there) runs, each under its own timeout, from gpu_bundle/ (or from
+#                             build/ when it was built there):
+#                               cuda_self_test                 one kernel vs the CPU
+#                               cuda_parity                    tiers 1, 2, 4 (spec §5.6)
+#                               cuda_e2e                       phase-0 upload + checksum, tier 5
+#                               bench_cuda_bandwidth           linear GB/s ÷ measured copy GB/s
+#                             and writes gpu_check.json (verdict per step) + gpu_check.log, plus
+#                             each step's own JSON, under $OUT (or ./gpu_check_out). 5 files.
+# Budget: the checks are sized to finish in about 2 minutes on one H200 (nothing is compiled there)
+# so the whole call fits well inside 8 minutes and can be rerun once within a 15-minute lease.
+# Exit: 0 when every step passed, 1 otherwise (a step that cannot load is a failure, never a skip).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bundle="$root/gpu_bundle"
+bins=(test/cuda_self_test test/cuda_parity test/cuda_e2e bench/cuda/bench_cuda_bandwidth)
+
+if [ "${1:-}" = "pack" ]; then
+  build="${BUILD_DIR:-$root/build}"
+  [ -d "$build" ] || { echo "no $build: run etc/setup.sh (or meson setup build) first" >&2; exit 2; }
+  ninja -C "$build" -j2 test/cuda_self_test test/cuda_parity test/cuda_e2e bench/cuda/bench_cuda_bandwidth || exit 1
+  rm -rf "$bundle"; mkdir -p "$bundle/lib"
+  for b in "${bins[@]}"; do
+    [ -x "$build/$b" ] || { echo "missing $build/$b" >&2; exit 1; }
+    strip -o "$bundle/$(basename "$b")" "$build/$b"
+  done
+  # Libraries of Debian packages the CUDA image does not have (fmt, mimalloc). glibc, libstdc++,
+  # cudart and NCCL are found there (NCCL from the image's nvidia-nccl-cu13 wheel: 200+ MiB, too
+  # big to carry).
+  for lib in $(ldd "$build/test/cuda_parity" "$build/test/cuda_e2e" | awk '/=> \//{print $3}' | sort -u); do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libpthread*|librt*|libdl*|libgcc_s*|libstdc++*|libnccl*|libcudart*) ;;
+      *) cp -L "$lib" "$bundle/lib/" ;;
+    esac
+  done
+  echo "$(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet HEAD || echo '+uncommitted')" > "$bundle/COMMIT"
+  du -sh "$bundle"
+  echo "carry gpu_bundle (and run tools/gpu_check.sh there)"
+  exit 0
+fi
+
+out="${OUT:-$root/gpu_check_out}"
+mkdir -p "$out"
+log="$out/gpu_check.log"
+: > "$log"
+say() { echo "$*" | tee -a "$log"; }
+
+if [ -d "$bundle" ]; then dir="$bundle"; export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+elif [ -d "$root/build" ]; then dir="$root/build"
+else say "FAIL: neither gpu_bundle/ nor build/ (run tools/gpu_check.sh pack on the build machine and carry gpu_bundle)"; exit 1
+fi
+# NCCL: the toolkit dir, else the wheel the CUDA image carries.
+for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null); do
+  [ -e "$d/libnccl.so.2" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
+
+say "gpu_check: $(date -u +%FT%TZ) from $dir (commit $(cat "$bundle/COMMIT" 2>/dev/null || git -C "$root" rev-parse HEAD 2>/dev/null))"
+nvidia-smi -L 2>&1 | tee -a "$log"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$log"
+
+steps_json=""
+failed=0
+# run NAME LIMIT_S BINARY ARGS...: one step, its exit code and wall time into the summary.
+run() {
+  local name="$1" limit="$2" bin="$3"; shift 3
+  local exe="$dir/$bin"; [ -x "$exe" ] || exe="$dir/$(basename "$bin")"
+  say ""; say "== $name"
+  if ! [ -x "$exe" ]; then say "FAIL: $exe missing"; rc=127; secs=0.000
+  else
+    local missing; missing="$(ldd "$exe" 2>&1 | grep 'not found')"
+    [ -n "$missing" ] && say "does not load here: $missing"
+    local t0; t0=$(date +%s.%N)
+    timeout "$limit" "$exe" "$@" 2>&1 | tee -a "$log"; rc=${PIPESTATUS[0]}
+    secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+  fi
+  local verdict=pass; [ "$rc" -ne 0 ] && { verdict=fail; failed=1; }
+  [ "$rc" -eq 124 ] && verdict=timeout
+  [ "$rc" -eq 77 ] && verdict="skip-no-gpu"
+  say "-- $name: $verdict (exit $rc, ${secs}s)"
+  steps_json="${steps_json:+$steps_json,}{\"step\":\"$name\",\"verdict\":\"$verdict\",\"exit\":$rc,\"seconds\":$secs}"
+}
+
+run self_test 60 test/cuda_self_test
+run parity 240 test/cuda_parity --json "$out/parity.json"
+run e2e 120 test/cuda_e2e --json "$out/e2e.json"
+run bandwidth 120 bench/cuda/bench_cuda_bandwidth --json "$out/bandwidth.json"
+
+echo "{\"commit\":\"$(cat "$bundle/COMMIT" 2>/dev/null)\",\"all_passed\":$([ $failed -eq 0 ] && echo true || echo false),\"steps\":[$steps_json]}" > "$out/gpu_check.json"
+say ""; say "summary: $out/gpu_check.json"; cat "$out/gpu_check.json" | tee -a "$log"
+exit $failed
