@@ -106,6 +106,41 @@ __global__ void attention_kernel(const float* q, int64_t heads, int64_t dim, con
             k::attention_output_element(logits, denom, nk, [kt, dim](int64_t j) { return kt + j * dim; }, e);
 }
 
+constexpr int k_max_route = 16;
+
+// One thread per token: scores, selection, weights (K15).
+__global__ void route_kernel(const float* logits, int64_t tokens, int32_t experts, const float* bias,
+                             const int32_t* tid2eid, const int32_t* token_ids, int32_t k, bool official, float scale,
+                             float* scores, float* biased, int32_t* expert_out, float* weight_out) {
+    const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (t >= tokens) return;
+    float* s = scores + t * experts;
+    float* b = biased + t * experts;
+    for (int32_t e = 0; e < experts; ++e) {
+        s[e] = k::sqrt_softplus(logits[t * experts + e]);
+        b[e] = bias ? s[e] + bias[e] : s[e];
+    }
+    int32_t sel[k_max_route];
+    if (tid2eid) {
+        for (int32_t i = 0; i < k; ++i) sel[i] = tid2eid[static_cast<int64_t>(token_ids[t]) * k + i];
+    } else {
+        k::route_top_k(b, experts, k, sel);
+    }
+    k::route_weights(s, sel, k, official, scale, expert_out + t * k, weight_out + t * k);
+}
+
+__global__ void swiglu_kernel(const float* g, const float* u, int64_t n, float limit, float* out) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = k::swiglu(g[i], u[i], limit);
+}
+
+__global__ void moe_combine_kernel(const float* contrib, int32_t slots, int64_t d, const float* shared, float* out) {
+    const int64_t t = blockIdx.y, j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (j >= d) return;
+    const float* c = contrib + t * slots * d + j;
+    out[t * d + j] = k::moe_combine_element([c, d](int32_t sl) { return c[sl * d]; }, slots, shared[t * d + j]);
+}
+
 __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* ids) {
     if (threadIdx.x != 0) return;
     const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -364,6 +399,73 @@ status op_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, std
     if (rows > 0) argmax_kernel<<<static_cast<unsigned>(rows), 32>>>(dl->get<float>(), vocab, di->get<int32_t>());
     TANDEM_RETURN_IF_ERROR(finish("K18 argmax kernel"));
     return download(*di, ids, "K18: ids");
+}
+
+status op_route(std::span<const float> logits, int64_t tokens, int64_t experts, std::span<const float> bias,
+                std::span<const int32_t> tid2eid, std::span<const int32_t> token_ids, int32_t k, bool official,
+                float scale, std::span<int32_t> expert_out, std::span<float> weight_out) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    if (k < 1 || k > k_max_route || k > experts)
+        return make_error(error_code::invalid_argument, "K15 route: k outside [1, min(16, experts)]");
+    TANDEM_RETURN_IF_ERROR(check_size(logits.size(), tokens * experts, "K15 route: logits"));
+    TANDEM_RETURN_IF_ERROR(check_size(expert_out.size(), tokens * k, "K15 route: experts"));
+    TANDEM_RETURN_IF_ERROR(check_size(weight_out.size(), tokens * k, "K15 route: weights"));
+    const bool hash = !tid2eid.empty();
+    if (hash) {
+        TANDEM_RETURN_IF_ERROR(check_size(token_ids.size(), tokens, "K15 route: token ids"));
+        const int64_t vocab = static_cast<int64_t>(tid2eid.size()) / k;
+        for (int32_t id : token_ids)
+            if (id < 0 || id >= vocab) return make_error(error_code::out_of_range, "K15 route: token id outside tid2eid");
+        for (int32_t e : tid2eid)
+            if (e < 0 || e >= experts) return make_error(error_code::out_of_range, "K15 route: tid2eid names an unknown expert");
+    } else if (!bias.empty()) {
+        TANDEM_RETURN_IF_ERROR(check_size(bias.size(), experts, "K15 route: bias"));
+    }
+    TANDEM_TRY_ASSIGN(dl, upload(logits, "K15: logits"));
+    TANDEM_TRY_ASSIGN(db, upload(bias, "K15: bias"));
+    TANDEM_TRY_ASSIGN(dh, upload(tid2eid, "K15: tid2eid"));
+    TANDEM_TRY_ASSIGN(dt, upload(token_ids, "K15: token ids"));
+    TANDEM_TRY_ASSIGN(ds, device_memory::alloc(tokens * experts * 4, "K15: scores"));
+    TANDEM_TRY_ASSIGN(dbi, device_memory::alloc(tokens * experts * 4, "K15: biased scores"));
+    TANDEM_TRY_ASSIGN(de, device_memory::alloc(static_cast<int64_t>(expert_out.size_bytes()), "K15: experts"));
+    TANDEM_TRY_ASSIGN(dw, device_memory::alloc(static_cast<int64_t>(weight_out.size_bytes()), "K15: weights"));
+    if (tokens > 0)
+        route_kernel<<<blocks_for(tokens, 64), 64>>>(dl->get<float>(), tokens, static_cast<int32_t>(experts),
+                                                    hash ? nullptr : db->get<float>(), hash ? dh->get<int32_t>() : nullptr,
+                                                    dt->get<int32_t>(), k, official, scale, ds->get<float>(),
+                                                    dbi->get<float>(), de->get<int32_t>(), dw->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("K15 route kernel"));
+    TANDEM_RETURN_IF_ERROR(download(*de, expert_out, "K15: experts"));
+    return download(*dw, weight_out, "K15: weights");
+}
+
+status op_swiglu(std::span<const float> g, std::span<const float> u, float limit, std::span<float> out) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    TANDEM_RETURN_IF_ERROR(check_size(u.size(), static_cast<int64_t>(g.size()), "swiglu: up"));
+    TANDEM_RETURN_IF_ERROR(check_size(out.size(), static_cast<int64_t>(g.size()), "swiglu: out"));
+    TANDEM_TRY_ASSIGN(dg, upload(g, "swiglu: gate"));
+    TANDEM_TRY_ASSIGN(du, upload(u, "swiglu: up"));
+    TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "swiglu: out"));
+    const int64_t n = static_cast<int64_t>(g.size());
+    if (n > 0) swiglu_kernel<<<blocks_for(n, 256), 256>>>(dg->get<float>(), du->get<float>(), n, limit, dout->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("swiglu kernel"));
+    return download(*dout, out, "swiglu: out");
+}
+
+status op_moe_combine(std::span<const float> contrib, int64_t tokens, int32_t slots, int64_t d,
+                      std::span<const float> shared, std::span<float> out) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    TANDEM_RETURN_IF_ERROR(check_size(contrib.size(), tokens * slots * d, "K16 combine: contributions"));
+    TANDEM_RETURN_IF_ERROR(check_size(shared.size(), tokens * d, "K16 combine: shared"));
+    TANDEM_RETURN_IF_ERROR(check_size(out.size(), tokens * d, "K16 combine: out"));
+    TANDEM_TRY_ASSIGN(dc, upload(contrib, "K16: contributions"));
+    TANDEM_TRY_ASSIGN(dsh, upload(shared, "K16: shared"));
+    TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "K16: out"));
+    if (tokens > 0 && d > 0)
+        moe_combine_kernel<<<dim3(blocks_for(d, 128), static_cast<unsigned>(tokens)), 128>>>(
+            dc->get<float>(), slots, d, dsh->get<float>(), dout->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("K16 combine kernel"));
+    return download(*dout, out, "K16: out");
 }
 
 result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batch, int repeats) {

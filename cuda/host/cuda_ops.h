@@ -47,6 +47,17 @@ status op_hc_post(int64_t n, int64_t d, std::span<const float> out, std::span<co
 status op_attention(std::span<const float> q, int64_t tokens, int64_t heads, int64_t dim, std::span<const float> keys,
                     int64_t max_keys, std::span<const int32_t> n_keys, std::span<const float> sinks, float scale,
                     std::span<float> out);
+// K15 routing per token: scores sqrt(softplus(logits [T, E])); selection by tid2eid[token] ([V, k],
+// hash layers: pass token_ids) or the top-k of score + bias ([E]); weights renormalised × scale;
+// out: experts [T, k] ascending and their weights [T, k]. k ≤ 16.
+status op_route(std::span<const float> logits, int64_t tokens, int64_t experts, std::span<const float> bias,
+                std::span<const int32_t> tid2eid, std::span<const int32_t> token_ids, int32_t k, bool official,
+                float scale, std::span<int32_t> expert_out, std::span<float> weight_out);
+// K5 epilogue: out = silu(min(g, limit)) · clamp(u, ±limit), elementwise.
+status op_swiglu(std::span<const float> g, std::span<const float> u, float limit, std::span<float> out);
+// K16: out [T, d] = Σ_slots contrib [T, slots, d] (ascending slot) + shared [T, d].
+status op_moe_combine(std::span<const float> contrib, int64_t tokens, int32_t slots, int64_t d,
+                      std::span<const float> shared, std::span<float> out);
 // K18 greedy: argmax per row of [rows, vocab], ties to the lowest id.
 status op_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, std::span<int32_t> ids);
 
@@ -65,6 +76,9 @@ struct op_table {
     decltype(&op_hc_post) hc_post;
     decltype(&op_attention) attention;
     decltype(&op_argmax) argmax;
+    decltype(&op_route) route;
+    decltype(&op_swiglu) swiglu;
+    decltype(&op_moe_combine) moe_combine;
 };
 const op_table& device_ops();
 const op_table& emulated_ops();
