@@ -141,6 +141,16 @@ __global__ void moe_combine_kernel(const float* contrib, int32_t slots, int64_t 
     out[t * d + j] = k::moe_combine_element([c, d](int32_t sl) { return c[sl * d]; }, slots, shared[t * d + j]);
 }
 
+__global__ void encode_rows_kernel(k::row_codec f, const float* values, int64_t n, uint8_t* rows) {
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (r < n) k::encode_row(f, values + r * f.dims, rows + r * f.bytes);
+}
+
+__global__ void decode_rows_kernel(k::row_codec f, const uint8_t* rows, int64_t n, float* values) {
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (r < n) k::decode_row(f, rows + r * f.bytes, values + r * f.dims);
+}
+
 __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* ids) {
     if (threadIdx.x != 0) return;
     const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -466,6 +476,32 @@ status op_moe_combine(std::span<const float> contrib, int64_t tokens, int32_t sl
             dc->get<float>(), slots, d, dsh->get<float>(), dout->get<float>());
     TANDEM_RETURN_IF_ERROR(finish("K16 combine kernel"));
     return download(*dout, out, "K16: out");
+}
+
+status op_encode_rows(const k::row_codec& fmt, std::span<const float> values, std::span<uint8_t> rows) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    if (fmt.dims <= 0 || fmt.bytes <= 0) return make_error(error_code::invalid_argument, "encode rows: empty row format");
+    const int64_t n = static_cast<int64_t>(values.size()) / fmt.dims;
+    TANDEM_RETURN_IF_ERROR(check_size(values.size(), n * fmt.dims, "encode rows: values"));
+    TANDEM_RETURN_IF_ERROR(check_size(rows.size(), n * fmt.bytes, "encode rows: rows"));
+    TANDEM_TRY_ASSIGN(dv, upload(values, "encode rows: values"));
+    TANDEM_TRY_ASSIGN(dr, device_memory::alloc(static_cast<int64_t>(rows.size_bytes()), "encode rows: rows"));
+    if (n > 0) encode_rows_kernel<<<blocks_for(n, 64), 64>>>(fmt, dv->get<float>(), n, dr->get<uint8_t>());
+    TANDEM_RETURN_IF_ERROR(finish("encode rows kernel"));
+    return download(*dr, rows, "encode rows: download");
+}
+
+status op_decode_rows(const k::row_codec& fmt, std::span<const uint8_t> rows, std::span<float> values) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    if (fmt.dims <= 0 || fmt.bytes <= 0) return make_error(error_code::invalid_argument, "decode rows: empty row format");
+    const int64_t n = static_cast<int64_t>(rows.size()) / fmt.bytes;
+    TANDEM_RETURN_IF_ERROR(check_size(rows.size(), n * fmt.bytes, "decode rows: rows"));
+    TANDEM_RETURN_IF_ERROR(check_size(values.size(), n * fmt.dims, "decode rows: values"));
+    TANDEM_TRY_ASSIGN(dr, upload(rows, "decode rows: rows"));
+    TANDEM_TRY_ASSIGN(dv, device_memory::alloc(static_cast<int64_t>(values.size_bytes()), "decode rows: values"));
+    if (n > 0) decode_rows_kernel<<<blocks_for(n, 64), 64>>>(fmt, dr->get<uint8_t>(), n, dv->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("decode rows kernel"));
+    return download(*dv, values, "decode rows: download");
 }
 
 result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batch, int repeats) {

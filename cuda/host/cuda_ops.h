@@ -15,9 +15,31 @@
 
 #include "core/status.h"
 #include "cuda/host/device_memory_plan.h"
+#include "cuda/host/kernel_codec.h"
 #include "cuda/host/kernel_math.h"
 
 namespace tandem::cuda {
+
+// A cache row format (cache/layout.h) as the plain struct kernels take.
+inline kmath::row_codec row_codec_of(const cache::row_format& f) {
+    kmath::row_codec c;
+    c.encoding = static_cast<kmath::row_enc>(f.encoding);
+    c.dims = f.dims;
+    c.value_elems = f.value_elems;
+    c.value_bytes = f.value_bytes;
+    c.rope_elems = f.rope_elems;
+    c.rope_bytes = f.rope_bytes;
+    c.scale_bytes = f.scale_bytes;
+    c.pad_bytes = f.pad_bytes;
+    c.scale_block = f.scale_block;
+    c.bytes = f.bytes;
+    return c;
+}
+
+// K8 / K9 store and the attention read path: rows [n, dims] ↔ stored rows [n, fmt.bytes], the
+// bytes cache::codec writes.
+status op_encode_rows(const kmath::row_codec& fmt, std::span<const float> values, std::span<uint8_t> rows);
+status op_decode_rows(const kmath::row_codec& fmt, std::span<const uint8_t> rows, std::span<float> values);
 
 // K1: h[t, j, :] = embed[ids[t], :] for j < hc (the hc streams start equal).
 status op_embed_expand(const kmath::weight_view& embed, std::span<const int32_t> ids, int64_t hc, std::span<float> h);
@@ -79,6 +101,8 @@ struct op_table {
     decltype(&op_route) route;
     decltype(&op_swiglu) swiglu;
     decltype(&op_moe_combine) moe_combine;
+    decltype(&op_encode_rows) encode_rows;
+    decltype(&op_decode_rows) decode_rows;
 };
 const op_table& device_ops();
 const op_table& emulated_ops();

@@ -184,19 +184,37 @@ status emu_moe_combine(std::span<const float> contrib, int64_t tokens, int32_t s
     return status::ok();
 }
 
+status emu_encode_rows(const k::row_codec& f, std::span<const float> values, std::span<uint8_t> rows) {
+    if (f.dims <= 0 || f.bytes <= 0) return make_error(error_code::invalid_argument, "encode rows: empty row format");
+    const int64_t n = static_cast<int64_t>(values.size()) / f.dims;
+    if (static_cast<int64_t>(values.size()) != n * f.dims || static_cast<int64_t>(rows.size()) != n * f.bytes)
+        return size_error("encode rows");
+    for (int64_t r = 0; r < n; ++r) k::encode_row(f, &values[r * f.dims], &rows[r * f.bytes]);
+    return status::ok();
+}
+
+status emu_decode_rows(const k::row_codec& f, std::span<const uint8_t> rows, std::span<float> values) {
+    if (f.dims <= 0 || f.bytes <= 0) return make_error(error_code::invalid_argument, "decode rows: empty row format");
+    const int64_t n = static_cast<int64_t>(rows.size()) / f.bytes;
+    if (static_cast<int64_t>(rows.size()) != n * f.bytes || static_cast<int64_t>(values.size()) != n * f.dims)
+        return size_error("decode rows");
+    for (int64_t r = 0; r < n; ++r) k::decode_row(f, &rows[r * f.bytes], &values[r * f.dims]);
+    return status::ok();
+}
+
 }  // namespace
 
 const op_table& device_ops() {
     static const op_table t{"device",   op_embed_expand, op_linear,  op_rms_norm,  op_qdq_fp8, op_rope,
                             op_hc_pre,  op_hc_post,      op_attention, op_argmax, op_route,  op_swiglu,
-                            op_moe_combine};
+                            op_moe_combine, op_encode_rows, op_decode_rows};
     return t;
 }
 
 const op_table& emulated_ops() {
     static const op_table t{"host emulation", emu_embed_expand, emu_linear,    emu_rms_norm, emu_qdq_fp8,
                             emu_rope,         emu_hc_pre,       emu_hc_post,   emu_attention, emu_argmax,
-                            emu_route,        emu_swiglu,       emu_moe_combine};
+                            emu_route,        emu_swiglu,       emu_moe_combine, emu_encode_rows, emu_decode_rows};
     return t;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cache/codec.h"
+#include "cache/layout.h"
 #include "core/gpu_probe.h"
 #include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
@@ -221,6 +222,38 @@ void tier1(report& rep) {
         for (int64_t t = 0; t < T; ++t)
             model::hc_post(n, d, &out[t * d], &h[t * n * d], &post[t * n], &comb[t * n * n], &want[t * n * d]);
         equal_check(rep, "1", "K17 mHC post", ops().hc_post(n, d, out, h, post, comb, got), got, want);
+    }
+    {  // K8 / K9 store and read: every cache row format, bytes equal to cache::codec
+        std::vector<cache::row_format> formats;
+        for (auto d : {cache::kv_dtype::fp8, cache::kv_dtype::bf16}) formats.push_back(*cache::make_kv_row_format(d, 512, 64));
+        for (auto d : {cache::index_k_dtype::fp8, cache::index_k_dtype::bf16, cache::index_k_dtype::fp4})
+            formats.push_back(*cache::make_index_k_row_format(d, 128));
+        for (const cache::row_format& f : formats) {
+            const int64_t n = 33;
+            auto v = randoms(static_cast<size_t>(n * f.dims), 50 + static_cast<uint32_t>(f.bytes), 4.0f);
+            for (int64_t i = 0; i < f.dims; ++i) v[i] = 0.0f;  // one all-zero row: the amax floor
+            std::vector<std::byte> want(static_cast<size_t>(n * f.bytes));
+            for (int64_t r = 0; r < n; ++r)
+                cache::codec::encode_row(f, std::span<const float>(&v[r * f.dims], size_t(f.dims)), &want[r * f.bytes]);
+            std::vector<uint8_t> got(want.size());
+            status st = ops().encode_rows(cuda::row_codec_of(f), v, got);
+            if (!st) {
+                expect_ok(rep, "1", "store rows " + f.name, st);
+                continue;
+            }
+            int64_t diff = -1;
+            for (size_t i = 0; i < got.size() && diff < 0; ++i)
+                if (got[i] != static_cast<uint8_t>(want[i])) diff = static_cast<int64_t>(i);
+            rep.add("1", "store rows " + f.name + " (K8/K9 encode)", diff < 0,
+                    diff < 0 ? std::to_string(got.size()) + " bytes equal" : "first differing byte " + std::to_string(diff));
+            std::vector<float> back(v.size()), back_want(v.size());
+            for (int64_t r = 0; r < n; ++r)
+                cache::codec::decode_row(f, &want[r * f.bytes], std::span<float>(&back_want[r * f.dims], size_t(f.dims)));
+            std::vector<uint8_t> want_u8(want.size());
+            std::memcpy(want_u8.data(), want.data(), want.size());
+            equal_check(rep, "1", "read rows " + f.name + " (decode)", ops().decode_rows(cuda::row_codec_of(f), want_u8, back),
+                        back, back_want);
+        }
     }
     {  // K16 MoE combine
         const int64_t T = 5, d = 256;
