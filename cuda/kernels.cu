@@ -151,6 +151,26 @@ __global__ void decode_rows_kernel(k::row_codec f, const uint8_t* rows, int64_t 
     if (r < n) k::decode_row(f, rows + r * f.bytes, values + r * f.dims);
 }
 
+// One thread per (token, compressed row).
+__global__ void indexer_scores_kernel(const float* q, int64_t heads, int64_t dim, const float* w, const float* keys,
+                                      int64_t max_rows, const int32_t* n_rows, float idx_scale, float head_scale,
+                                      float* scores) {
+    const int64_t t = blockIdx.y, row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (row >= max_rows) return;
+    scores[t * max_rows + row] =
+        row < n_rows[t] ? k::indexer_score(q + t * heads * dim, keys + (t * max_rows + row) * dim, heads, dim,
+                                           w + t * heads, idx_scale, head_scale)
+                        : 0.0f;
+}
+
+// One thread per (window, feature).
+__global__ void compressor_pool_kernel(const float* rings, int64_t m, int64_t dim, bool overlap, float* out) {
+    const int64_t win = blockIdx.y, e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= dim) return;
+    const int64_t slots = overlap ? 2 * m : m, F = 2 * (overlap ? 2 : 1) * dim;
+    out[win * dim + e] = k::compressor_pool_feature(rings + win * slots * F, m, dim, overlap, e);
+}
+
 __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* ids) {
     if (threadIdx.x != 0) return;
     const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -502,6 +522,45 @@ status op_decode_rows(const k::row_codec& fmt, std::span<const uint8_t> rows, st
     if (n > 0) decode_rows_kernel<<<blocks_for(n, 64), 64>>>(fmt, dr->get<uint8_t>(), n, dv->get<float>());
     TANDEM_RETURN_IF_ERROR(finish("decode rows kernel"));
     return download(*dv, values, "decode rows: download");
+}
+
+status op_indexer_scores(std::span<const float> q, int64_t tokens, int64_t heads, int64_t dim, std::span<const float> w,
+                         std::span<const float> keys, int64_t max_rows, std::span<const int32_t> n_rows, float idx_scale,
+                         float head_scale, std::span<float> scores) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    TANDEM_RETURN_IF_ERROR(check_size(q.size(), tokens * heads * dim, "K11 indexer: q"));
+    TANDEM_RETURN_IF_ERROR(check_size(w.size(), tokens * heads, "K11 indexer: head weights"));
+    TANDEM_RETURN_IF_ERROR(check_size(keys.size(), tokens * max_rows * dim, "K11 indexer: keys"));
+    TANDEM_RETURN_IF_ERROR(check_size(n_rows.size(), tokens, "K11 indexer: row counts"));
+    TANDEM_RETURN_IF_ERROR(check_size(scores.size(), tokens * max_rows, "K11 indexer: scores"));
+    for (int32_t n : n_rows)
+        if (n < 0 || n > max_rows) return make_error(error_code::out_of_range, "K11 indexer: row count outside [0, max_rows]");
+    TANDEM_TRY_ASSIGN(dq, upload(q, "K11: q"));
+    TANDEM_TRY_ASSIGN(dw, upload(w, "K11: head weights"));
+    TANDEM_TRY_ASSIGN(dk, upload(keys, "K11: keys"));
+    TANDEM_TRY_ASSIGN(dn, upload(n_rows, "K11: row counts"));
+    TANDEM_TRY_ASSIGN(ds, device_memory::alloc(static_cast<int64_t>(scores.size_bytes()), "K11: scores"));
+    if (tokens > 0 && max_rows > 0)
+        indexer_scores_kernel<<<dim3(blocks_for(max_rows, 128), static_cast<unsigned>(tokens)), 128>>>(
+            dq->get<float>(), heads, dim, dw->get<float>(), dk->get<float>(), max_rows, dn->get<int32_t>(), idx_scale,
+            head_scale, ds->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("K11 indexer scores kernel"));
+    return download(*ds, scores, "K11: scores");
+}
+
+status op_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, int64_t dim, bool overlap,
+                          std::span<float> out) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    const int64_t slots = overlap ? 2 * m : m, F = 2 * (overlap ? 2 : 1) * dim;
+    TANDEM_RETURN_IF_ERROR(check_size(rings.size(), n * slots * F, "K9 pool: rings"));
+    TANDEM_RETURN_IF_ERROR(check_size(out.size(), n * dim, "K9 pool: out"));
+    TANDEM_TRY_ASSIGN(dr, upload(rings, "K9: rings"));
+    TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "K9: out"));
+    if (n > 0 && dim > 0)
+        compressor_pool_kernel<<<dim3(blocks_for(dim, 128), static_cast<unsigned>(n)), 128>>>(dr->get<float>(), m, dim,
+                                                                                             overlap, dout->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("K9 compressor pool kernel"));
+    return download(*dout, out, "K9: out");
 }
 
 result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batch, int repeats) {

@@ -80,6 +80,14 @@ status op_swiglu(std::span<const float> g, std::span<const float> u, float limit
 // K16: out [T, d] = Σ_slots contrib [T, slots, d] (ascending slot) + shared [T, d].
 status op_moe_combine(std::span<const float> contrib, int64_t tokens, int32_t slots, int64_t d,
                       std::span<const float> shared, std::span<float> out);
+// K11: scores [T, max_rows] of each token's visible compressed rows: q [T, heads, dim], w [T, heads],
+// keys [T, max_rows, dim] (a token's index-K rows, decoded), n_rows [T]; entries past n_rows[t] are 0.
+status op_indexer_scores(std::span<const float> q, int64_t tokens, int64_t heads, int64_t dim, std::span<const float> w,
+                         std::span<const float> keys, int64_t max_rows, std::span<const int32_t> n_rows, float idx_scale,
+                         float head_scale, std::span<float> scores);
+// K9 pooling: out [n, dim] from n closed windows' rings [n, slots, 2·cd] (slots = 2m CSA / m HCA).
+status op_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, int64_t dim, bool overlap,
+                          std::span<float> out);
 // K18 greedy: argmax per row of [rows, vocab], ties to the lowest id.
 status op_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, std::span<int32_t> ids);
 
@@ -103,6 +111,8 @@ struct op_table {
     decltype(&op_moe_combine) moe_combine;
     decltype(&op_encode_rows) encode_rows;
     decltype(&op_decode_rows) decode_rows;
+    decltype(&op_indexer_scores) indexer_scores;
+    decltype(&op_compressor_pool) compressor_pool;
 };
 const op_table& device_ops();
 const op_table& emulated_ops();

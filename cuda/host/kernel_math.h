@@ -362,4 +362,38 @@ TANDEM_HD float moe_combine_element(Contrib contrib, int32_t slots, float shared
     return acc + shared;
 }
 
+// ---- lightning indexer and compressors (model/attention.cpp) --------------------------------------
+
+// K11: the score of one compressed row for one token: Σ_h (max(dot(q_h, key), 0) · idx_scale) ·
+// (w_h · head_scale), ascending h, each dot in fixed_dot's order (select_rows).
+TANDEM_HD float indexer_score(const float* q, const float* key, int64_t heads, int64_t dim, const float* w,
+                              float idx_scale, float head_scale) {
+    float sc = 0.0f;
+    for (int64_t h = 0; h < heads; ++h) {
+        const float dp = fixed_dot(q + h * dim, key, dim);
+        sc += ((dp < 0.0f ? 0.0f : dp) * idx_scale) * (w[h] * head_scale);
+    }
+    return sc;
+}
+
+// K9: one feature e of a closed compressor window (pool_window): softmax over the window's slots
+// of score = ring[slot][cd + off + e], weighted sum of kv = ring[slot][off + e]. Slots in order:
+// CSA (overlap) the previous window's m rows at offset 0, then the current m rows at offset D;
+// HCA the m rows at offset 0. Rows of the ring are F = 2·cd floats, cd = (overlap ? 2 : 1)·D.
+TANDEM_HD float compressor_pool_feature(const float* ring, int64_t m, int64_t dim, bool overlap, int64_t e) {
+    const int64_t cd = (overlap ? 2 : 1) * dim, F = 2 * cd, n = overlap ? 2 * m : m;
+    // Slot j is ring row j (CSA: rows 0..m−1 the previous window, m..2m−1 the current one).
+    auto off_of = [m, dim, overlap](int64_t j) { return overlap && j >= m ? dim : int64_t{0}; };
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+        const float v = ring[j * F + cd + off_of(j) + e];
+        mx = mx < v ? v : mx;
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) sum += expf(ring[j * F + cd + off_of(j) + e] - mx);
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n; ++j) acc += ring[j * F + off_of(j) + e] * (expf(ring[j * F + cd + off_of(j) + e] - mx) / sum);
+    return acc;
+}
+
 }  // namespace tandem::kmath

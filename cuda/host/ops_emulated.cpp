@@ -202,19 +202,45 @@ status emu_decode_rows(const k::row_codec& f, std::span<const uint8_t> rows, std
     return status::ok();
 }
 
+status emu_indexer_scores(std::span<const float> q, int64_t tokens, int64_t heads, int64_t dim, std::span<const float> w,
+                          std::span<const float> keys, int64_t max_rows, std::span<const int32_t> n_rows, float idx_scale,
+                          float head_scale, std::span<float> scores) {
+    if (static_cast<int64_t>(q.size()) != tokens * heads * dim || static_cast<int64_t>(w.size()) != tokens * heads ||
+        static_cast<int64_t>(keys.size()) != tokens * max_rows * dim || static_cast<int64_t>(n_rows.size()) != tokens ||
+        static_cast<int64_t>(scores.size()) != tokens * max_rows)
+        return size_error("K11 indexer");
+    for (int64_t t = 0; t < tokens; ++t) {
+        if (n_rows[t] < 0 || n_rows[t] > max_rows) return make_error(error_code::out_of_range, "K11 indexer: row count outside [0, max_rows]");
+        for (int64_t row = 0; row < max_rows; ++row)
+            scores[t * max_rows + row] = row < n_rows[t] ? k::indexer_score(&q[t * heads * dim], &keys[(t * max_rows + row) * dim],
+                                                                             heads, dim, &w[t * heads], idx_scale, head_scale)
+                                                         : 0.0f;
+    }
+    return status::ok();
+}
+
+status emu_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, int64_t dim, bool overlap, std::span<float> out) {
+    const int64_t slots = overlap ? 2 * m : m, F = 2 * (overlap ? 2 : 1) * dim;
+    if (static_cast<int64_t>(rings.size()) != n * slots * F || static_cast<int64_t>(out.size()) != n * dim) return size_error("K9 pool");
+    for (int64_t win = 0; win < n; ++win)
+        for (int64_t e = 0; e < dim; ++e) out[win * dim + e] = k::compressor_pool_feature(&rings[win * slots * F], m, dim, overlap, e);
+    return status::ok();
+}
+
 }  // namespace
 
 const op_table& device_ops() {
     static const op_table t{"device",   op_embed_expand, op_linear,  op_rms_norm,  op_qdq_fp8, op_rope,
                             op_hc_pre,  op_hc_post,      op_attention, op_argmax, op_route,  op_swiglu,
-                            op_moe_combine, op_encode_rows, op_decode_rows};
+                            op_moe_combine, op_encode_rows, op_decode_rows, op_indexer_scores, op_compressor_pool};
     return t;
 }
 
 const op_table& emulated_ops() {
     static const op_table t{"host emulation", emu_embed_expand, emu_linear,    emu_rms_norm, emu_qdq_fp8,
                             emu_rope,         emu_hc_pre,       emu_hc_post,   emu_attention, emu_argmax,
-                            emu_route,        emu_swiglu,       emu_moe_combine, emu_encode_rows, emu_decode_rows};
+                            emu_route,        emu_swiglu,       emu_moe_combine, emu_encode_rows, emu_decode_rows,
+                            emu_indexer_scores, emu_compressor_pool};
     return t;
 }
 

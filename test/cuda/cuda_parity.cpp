@@ -27,6 +27,7 @@
 #include "cuda/host/cuda_ops.h"
 #include "model/forward.h"
 #include "model/numerics.h"
+#include "attention_reference.h"
 #include "moe_reference.h"
 #include "parity_report.h"
 
@@ -255,6 +256,20 @@ void tier1(report& rep) {
                         back, back_want);
         }
     }
+    {  // K11 indexer scores (no libm: bytes equal)
+        const int64_t T = 3, Hi = 64, Di = 128, R = 200;
+        auto q = randoms(static_cast<size_t>(T * Hi * Di), 60), w = randoms(static_cast<size_t>(T * Hi), 61);
+        auto keys = randoms(static_cast<size_t>(T * R * Di), 62);
+        std::vector<int32_t> nr = {1, 150, 200};
+        const float idx_scale = 1.0f / std::sqrt(128.0f), head_scale = 1.0f / 8.0f;
+        std::vector<float> got(static_cast<size_t>(T * R)), want(got.size(), 0.0f);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t r = 0; r < nr[t]; ++r)
+                want[t * R + r] = attention_cpu::indexer_score(&q[t * Hi * Di], &keys[(t * R + r) * Di], Hi, Di, &w[t * Hi],
+                                                               idx_scale, head_scale);
+        equal_check(rep, "1", "K11 indexer scores (64 heads x 128 dims)",
+                    ops().indexer_scores(q, T, Hi, Di, w, keys, R, nr, idx_scale, head_scale, got), got, want);
+    }
     {  // K16 MoE combine
         const int64_t T = 5, d = 256;
         const int32_t slots = 6;
@@ -470,6 +485,35 @@ void tier2(report& rep) {
                 std::to_string(disagree) + " disagreements, " + std::to_string(near_ties) + " at near-ties (reported, not failed)");
         err.report_to(rep, "K15 routing weights", 64);
     }
+    {  // K9 compressor pooling (expf)
+        for (bool overlap : {true, false}) {
+            const int64_t n = 5, m = overlap ? 4 : 128, D = overlap ? 128 : 64, cd = (overlap ? 2 : 1) * D, F = 2 * cd;
+            const int64_t slots = overlap ? 2 * m : m;
+            auto rings = randoms(static_cast<size_t>(n * slots * F), overlap ? 63u : 64u, 2.0f);
+            std::vector<float> got(static_cast<size_t>(n * D));
+            status st = ops().compressor_pool(rings, n, m, D, overlap, got);
+            if (!st) return expect_ok(rep, "2", "K9 compressor pool", st);
+            oracle_error err;
+            std::vector<float> cpu(static_cast<size_t>(D));
+            for (int64_t win = 0; win < n; ++win) {
+                const float* ring = &rings[win * slots * F];
+                attention_cpu::pool_window(m, D, overlap, ring, cpu.data());
+                for (int64_t e = 0; e < D; ++e) {
+                    auto off = [&](int64_t j) { return overlap && j >= m ? D : int64_t{0}; };
+                    double mx = -1e300, sum = 0, acc = 0, mag = 0;
+                    for (int64_t j = 0; j < slots; ++j) mx = std::max(mx, double(ring[j * F + cd + off(j) + e]));
+                    for (int64_t j = 0; j < slots; ++j) sum += std::exp(ring[j * F + cd + off(j) + e] - mx);
+                    for (int64_t j = 0; j < slots; ++j) {
+                        const double p = std::exp(ring[j * F + cd + off(j) + e] - mx) / sum;
+                        acc += ring[j * F + off(j) + e] * p;
+                        mag += std::fabs(ring[j * F + off(j) + e] * p);
+                    }
+                    err.add(got[win * D + e], cpu[e], acc, mag);
+                }
+            }
+            err.report_to(rep, overlap ? "K9 compressor pool, CSA (2 x 4 slots)" : "K9 compressor pool, HCA (128 slots)", 256);
+        }
+    }
     {  // SwiGLU (expf)
         auto g = randoms(4096, 46, 6.0f), u = randoms(4096, 47, 6.0f);
         std::vector<float> got(g.size());
@@ -507,6 +551,10 @@ void tier2(report& rep) {
                     mx = std::max(mx, l64[j] = a * scale);
                 }
                 const float den = km::attention_softmax(lg.data(), nk[t], sinks[h]);
+                std::vector<const float*> kp;
+                for (int64_t j = 0; j < nk[t]; ++j) kp.push_back(kt + j * D);
+                std::vector<float> cpu_out(static_cast<size_t>(D));
+                attention_cpu::attend(qh, kp, D, scale, sinks[h], cpu_out.data());
                 double d64 = std::exp(sinks[h] - mx);
                 for (double& l : l64) d64 += (l = std::exp(l - mx));
                 for (int64_t e = 0; e < D; ++e) {
@@ -515,8 +563,8 @@ void tier2(report& rep) {
                         o += l64[j] / d64 * kt[j * D + e];
                         mag += std::fabs(l64[j] / d64 * kt[j * D + e]);
                     }
-                    const float cpu = km::attention_output_element(lg.data(), den, nk[t], [&](int64_t j) { return kt + j * D; }, e);
-                    err.add(got[(t * H + h) * D + e], cpu, o, mag);
+                    (void)den;
+                    err.add(got[(t * H + h) * D + e], cpu_out[e], o, mag);
                 }
             }
         // Host measured 9.4 units; margin for the device expf on every key's weight.
@@ -608,6 +656,15 @@ void tier4(report& rep) {
         std::vector<float> out = row_of(w, t, 6);
         for (int i = 0; i < 6; ++i) out.push_back(static_cast<float>(e[t * 6 + i]));
         return out;
+    });
+    invariance(rep, "K11 indexer scores", [&](int64_t b, int64_t t) -> result<std::vector<float>> {
+        const int64_t Hi = 16, Di = 128, R = 64;
+        auto q = batch_rows(b, t, Hi * Di), w = batch_rows(b, t, Hi), keys = batch_rows(b, t, R * Di);
+        std::vector<int32_t> nr(static_cast<size_t>(b));
+        for (int64_t i = 0; i < b; ++i) nr[i] = i == t ? 50 : static_cast<int32_t>((i * 13) % (R + 1));
+        std::vector<float> sc(static_cast<size_t>(b * R));
+        TANDEM_RETURN_IF_ERROR(ops().indexer_scores(q, b, Hi, Di, w, keys, R, nr, 0.088f, 0.25f, sc));
+        return row_of(sc, t, R);
     });
     invariance(rep, "K16 MoE combine", [&](int64_t b, int64_t t) -> result<std::vector<float>> {
         auto contrib = batch_rows(b, t, 6 * 256), shared = batch_rows(b, t, 256);

@@ -10,7 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "../../cuda/moe_reference.h"  // model/moe.cpp restated (its helpers are file-local)
+#include "../../cuda/attention_reference.h"  // model/attention.cpp restated (its loops are file-local)
+#include "../../cuda/moe_reference.h"        // model/moe.cpp restated (its helpers are file-local)
 #include "cache/codec.h"
 #include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
@@ -319,5 +320,47 @@ TEST_CASE("kmath SwiGLU (clamped) and the MoE combine order equal model/moe.cpp'
         const float want = acc + shared[j];
         const float* c = &contrib[j];
         CHECK(bits(km::moe_combine_element([c](int32_t sl) { return c[sl * 64]; }, slots, shared[j])) == bits(want));
+    }
+}
+
+TEST_CASE("kmath attention, indexer scores and compressor pooling equal model/attention.cpp's loops bit for bit") {
+    // Attention (one token, one head) against attend()'s loop over cpu::dots / cpu::axpy.
+    for (int64_t K : {1, 7, 64, 300}) {
+        const int64_t D = 128;
+        auto q = random_floats(static_cast<size_t>(D), 70 + static_cast<uint32_t>(K));
+        auto keys = random_floats(static_cast<size_t>(K * D), 71 + static_cast<uint32_t>(K));
+        std::vector<const float*> kp;
+        for (int64_t j = 0; j < K; ++j) kp.push_back(&keys[j * D]);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D)), sink = 0.3f;
+        std::vector<float> want(static_cast<size_t>(D));
+        attention_cpu::attend(q.data(), kp, D, scale, sink, want.data());
+        std::vector<float> logits(static_cast<size_t>(K));
+        for (int64_t j = 0; j < K; ++j) logits[j] = km::fixed_dot(q.data(), kp[j], D) * scale;
+        const float denom = km::attention_softmax(logits.data(), K, sink);
+        for (int64_t e = 0; e < D; ++e)
+            CHECK(bits(km::attention_output_element(logits.data(), denom, K, [&](int64_t j) { return kp[j]; }, e)) == bits(want[e]));
+    }
+    // Indexer scores: 64 heads × 128 dims, ReLU zeros included.
+    const int64_t Hi = 64, Di = 128;
+    auto qi = random_floats(static_cast<size_t>(Hi * Di), 80), iw = random_floats(static_cast<size_t>(Hi), 81);
+    const float idx_scale = 1.0f / std::sqrt(128.0f), head_scale = 1.0f / 8.0f;
+    for (int row = 0; row < 20; ++row) {
+        auto key = random_floats(static_cast<size_t>(Di), 82 + static_cast<uint32_t>(row));
+        CHECK(bits(km::indexer_score(qi.data(), key.data(), Hi, Di, iw.data(), idx_scale, head_scale)) ==
+              bits(attention_cpu::indexer_score(qi.data(), key.data(), Hi, Di, iw.data(), idx_scale, head_scale)));
+    }
+    // Compressor pooling: CSA (overlap, 2m slots, the previous window still at −inf scores as in a
+    // fresh ring) and HCA.
+    for (bool overlap : {true, false}) {
+        const int64_t m = overlap ? 4 : 8, D = 64, cd = (overlap ? 2 : 1) * D, F = 2 * cd, slots = overlap ? 2 * m : m;
+        for (bool fresh : {false, true}) {
+            auto ring = random_floats(static_cast<size_t>(slots * F), 90 + static_cast<uint32_t>(m), 2.0f);
+            if (fresh && overlap)
+                for (int64_t j = 0; j < m; ++j)
+                    for (int64_t e = 0; e < cd; ++e) ring[j * F + cd + e] = -INFINITY;
+            std::vector<float> want(static_cast<size_t>(D));
+            attention_cpu::pool_window(m, D, overlap, ring.data(), want.data());
+            for (int64_t e = 0; e < D; ++e) CHECK(bits(km::compressor_pool_feature(ring.data(), m, D, overlap, e)) == bits(want[e]));
+        }
     }
 }
