@@ -20,6 +20,7 @@ decode at the same context), best of each kept, then server ÷ model for both.
 """
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -120,6 +121,12 @@ def run_level(url, concurrency, requests_per_level, prompt_len, gen_len, first_i
             "e2e_p99_ms": 1000 * pct([r["e2e"] for r in results], 0.99), **view}
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process (all its threads), from /proc."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def model_bench(binary, model, prompt_len, gen_len, threads):
     """bench_model_cpu's prefill and batch-1 decode tok/s (one round) on the same checkpoint."""
     cmd = [binary, "--model", model, "--prompt", str(prompt_len), "--decode", str(gen_len - 1),
@@ -127,24 +134,35 @@ def model_bench(binary, model, prompt_len, gen_len, threads):
     if threads:
         cmd += ["--threads", str(threads)]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    pre = re.search(r"^prefill: \d+ tokens: ([\d.]+) tok/s", out, re.M)
-    dec = re.search(r"^decode batch 1 \(context \d+\): ([\d.]+) tok/s", out, re.M)
+    pre = re.search(r"^prefill: \d+ tokens: ([\d.]+) tok/s.*cores used ([\d.]+)", out, re.M)
+    dec = re.search(r"^decode batch 1 \(context \d+\): ([\d.]+) tok/s.*cores used ([\d.]+)", out, re.M)
     if not pre or not dec:
         sys.exit("could not parse bench_model_cpu output:\n" + out)
-    return float(pre.group(1)), float(dec.group(1))
+    return (float(pre.group(1)), float(pre.group(2))), (float(dec.group(1)), float(dec.group(2)))
 
 
-def vs_model(url, args, first_id):
-    """Best of args.vs_model interleaved rounds: server c1 and bench_model_cpu."""
-    best = {"server_prefill": 0.0, "server_decode": 0.0, "model_prefill": 0.0, "model_decode": 0.0}
+def keep(best, key, tps, cores):
+    """Keeps the faster (tok/s, cores used) of a figure."""
+    if tps > best.get(key, (0.0, 0.0))[0]:
+        best[key] = (tps, cores)
+
+
+def vs_model(url, pid, args, first_id):
+    """Best of args.vs_model interleaved rounds: server c1 and bench_model_cpu. Each figure
+    keeps the cores it used (CPU seconds ÷ wall seconds; the server's from /proc): on a shared
+    machine tokens per CPU-second compare the two sides even when one got fewer cores."""
+    best = {}
     for rnd in range(args.vs_model):
+        c0 = cpu_seconds(pid)
         p = one_request(url, args.vs_prompt, 1, first_id + 2 * rnd)
+        keep(best, "server_prefill", args.vs_prompt / p["ttft"], (cpu_seconds(pid) - c0) / p["e2e"])
+        c0 = cpu_seconds(pid)
         d = one_request(url, args.vs_prompt, args.vs_gen, first_id + 2 * rnd + 1)
-        best["server_prefill"] = max(best["server_prefill"], args.vs_prompt / p["ttft"])
-        best["server_decode"] = max(best["server_decode"], (d["tokens"] - 1) / d["decode_s"])
+        # Decode cores: the whole request's CPU over its whole time (the prompt's share included).
+        keep(best, "server_decode", (d["tokens"] - 1) / d["decode_s"], (cpu_seconds(pid) - c0) / d["e2e"])
         mp, md = model_bench(args.model_bench, args.model, args.vs_prompt, args.vs_gen, args.threads)
-        best["model_prefill"] = max(best["model_prefill"], mp)
-        best["model_decode"] = max(best["model_decode"], md)
+        keep(best, "model_prefill", *mp)
+        keep(best, "model_decode", *md)
     return best
 
 
@@ -176,7 +194,7 @@ def main():
             n = args.requests or max(8, 2 * c)
             rows.append(run_level(url, c, n, args.prompt_len, args.gen_len, first_id))
             first_id += n
-        vs = vs_model(url, args, first_id) if args.vs_model else None
+        vs = vs_model(url, proc.pid, args, first_id) if args.vs_model else None
         base = rows[0]["tokens_per_s"]
         print(f"model {args.model}: prompt {args.prompt_len} tokens, {args.gen_len} generated, greedy")
         print(f"{'conc':>5} {'tok/s':>9} {'x c=1':>6} {'ttft p50':>9} {'p99':>8} "
@@ -190,8 +208,10 @@ def main():
             print(f"server c1 vs bench_model_cpu (best of {args.vs_model} interleaved rounds, "
                   f"prompt {args.vs_prompt}, decode at context {args.vs_prompt}):")
             for kind in ("prefill", "decode"):
-                s, m = vs["server_" + kind], vs["model_" + kind]
-                print(f"  {kind:<8} server {s:8.2f} tok/s, model {m:8.2f} tok/s: server / model = {s / m:.3f}")
+                (s, sc), (m, mc) = vs["server_" + kind], vs["model_" + kind]
+                print(f"  {kind:<8} server {s:8.2f} tok/s (cores used {sc:.2f}), model {m:8.2f} tok/s "
+                      f"(cores used {mc:.2f}): server / model = {s / m:.3f}; per CPU-second "
+                      f"{(s / sc) / (m / mc):.3f}")
         print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     finally:
         proc.terminate()

@@ -71,9 +71,16 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // mix[j] = fn[j] · rmsnorm(flatten(h)) for j < rows_of_fn.
 void hc_mix(const model_config& c, const tensor& fn, const float* h, float* mix) {
     int64_t nd = c.hc_mult * c.hidden_size;
-    std::vector<float> xn(static_cast<size_t>(nd));
+    thread_local std::vector<float> xn;
+    thread_local std::vector<const float*> rows;
+    xn.resize(static_cast<size_t>(nd));
     cpu::rms_norm(h, nullptr, nd, c.rms_norm_eps, xn.data());
-    for (int64_t j = 0; j < fn.shape[0]; ++j) mix[j] = cpu::dot(fn.ptr() + j * nd, xn.data(), nd);
+    // All (2 + n)·n mixes at once: dots runs four independent fma chains where one dot per mix
+    // waited on a single chain of n·d / 8 fmas; each mix keeps dot's order (and fma(a, b) ==
+    // fma(b, a)), so the bits are unchanged.
+    rows.resize(static_cast<size_t>(fn.shape[0]));
+    for (int64_t j = 0; j < fn.shape[0]; ++j) rows[static_cast<size_t>(j)] = fn.ptr() + j * nd;
+    cpu::dots(xn.data(), rows.data(), fn.shape[0], nd, mix);
 }
 
 }  // namespace
@@ -126,12 +133,20 @@ void hc_pre(const model_config& c, const hc_weights& hw, const float* h, float* 
 
 void hc_post(int64_t n, int64_t d, const float* out, const float* h_res, const float* post, const float* comb,
              float* h_new) {
-    for (int64_t k = 0; k < n; ++k)
-        for (int64_t e = 0; e < d; ++e) {
-            float mixed = 0.0f;
-            for (int64_t j = 0; j < n; ++j) mixed += comb[j * n + k] * h_res[j * d + e];
-            h_new[k * d + e] = post[k] * out[e] + mixed;
+    // Per element: mixed = Σ_j comb[j, k] · h_res[j, e] in ascending j, then post[k]·out[e] +
+    // mixed. The loops run over e innermost so the compiler vectorizes them; the per-element
+    // operations and their order are the same as an inner loop over j.
+    thread_local std::vector<float> mixed;
+    mixed.resize(static_cast<size_t>(d));
+    for (int64_t k = 0; k < n; ++k) {
+        std::fill(mixed.begin(), mixed.end(), 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+            const float c = comb[j * n + k];
+            const float* hr = h_res + j * d;
+            for (int64_t e = 0; e < d; ++e) mixed[static_cast<size_t>(e)] += c * hr[e];
         }
+        for (int64_t e = 0; e < d; ++e) h_new[k * d + e] = post[k] * out[e] + mixed[static_cast<size_t>(e)];
+    }
 }
 
 void hc_head_collapse(const model_config& c, const hc_weights& hw, const float* h, float* x) {

@@ -54,7 +54,10 @@ if [[ ! -x $bench ]]; then
 fi
 if [[ ! -x $work/convert-venv/bin/python ]]; then
     python3 -m venv "$work/convert-venv"
-    (cd "$src" && "$work/convert-venv/bin/pip" install --quiet -r requirements/requirements-convert_hf_to_gguf.txt)
+    # The vendored pins; their extra index (download.pytorch.org, CPU torch) may be unreachable,
+    # and pip then takes the same pins from PyPI (a bigger torch build, same conversion).
+    (cd "$src" && "$work/convert-venv/bin/pip" install --quiet --retries 1 --timeout 10 \
+        -r requirements/requirements-convert_hf_to_gguf.txt)
 fi
 name=$(basename "$model")
 for t in f32 bf16; do
