@@ -12,6 +12,8 @@ namespace {
 constexpr int32_t k_vocab = 129280;  // DeepSeek-V4's
 }
 
+TANDEM_FUZZ_LOAD_TOKENIZER()
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const text::tokenizer& tok = fuzz::reference_tokenizer();
     http::request req;

@@ -41,7 +41,10 @@ inline bool is_client_error(const status& st) {
     }
 }
 
-// DeepSeek-V4's tokenizer as etc/setup.sh exports it (models/tokenizer/tokenizer.json).
+// DeepSeek-V4's tokenizer as etc/setup.sh exports it (models/tokenizer/tokenizer.json). Harnesses
+// that use it load it in LLVMFuzzerInitialize (TANDEM_FUZZ_LOAD_TOKENIZER): loading 6 MB of JSON
+// under ASan inside the first input would count against libFuzzer's per-input -timeout, and on a
+// loaded machine fail it (it did, on the empty input).
 inline const text::tokenizer& reference_tokenizer() {
     static std::shared_ptr<const text::tokenizer> tok = [] {
         std::string path = std::string(TANDEM_SOURCE_ROOT) + "/models/tokenizer/tokenizer.json";
@@ -78,3 +81,9 @@ private:
 };
 
 }  // namespace tandem::fuzz
+
+#define TANDEM_FUZZ_LOAD_TOKENIZER()                              \
+    extern "C" int LLVMFuzzerInitialize(int*, char***) {          \
+        tandem::fuzz::reference_tokenizer();                      \
+        return 0;                                                 \
+    }

@@ -8,6 +8,8 @@
 
 using namespace tandem;
 
+TANDEM_FUZZ_LOAD_TOKENIZER()
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const text::tokenizer& tok = fuzz::reference_tokenizer();
     http::request req;

@@ -25,6 +25,8 @@ void check_answer(const result<std::string>& r) {
 
 }  // namespace
 
+TANDEM_FUZZ_LOAD_TOKENIZER()
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const text::tokenizer& tok = fuzz::reference_tokenizer();
     http::request req;
