@@ -2,7 +2,8 @@
 # tandem setup: installs what the build, the default model and the tests need, builds, and then
 #   etc/setup.sh          sets up only
 #   etc/setup.sh serve    sets up, then runs the server on etc/tandem.toml (127.0.0.1:8000)
-#   etc/setup.sh test     sets up, then runs the whole test suite (meson test: unit + e2e)
+#   etc/setup.sh test     sets up, then runs the whole test suite (meson test: unit + e2e) and a
+#                         bounded fuzz run (tools/fuzz.sh)
 # Idempotent: a second run installs nothing new and rebuilds only what changed.
 set -euo pipefail
 
@@ -18,6 +19,7 @@ apt_packages=(
   build-essential pkg-config cmake meson ninja-build python3 python3-venv
   libuv1-dev libsimdjson-dev libmimalloc-dev doctest-dev libtomlplusplus-dev libxxhash-dev
   libpcre2-dev libfmt-dev node-llhttp curl
+  clang-16 libclang-rt-16-dev  # libFuzzer + sanitizers for tools/fuzz.sh (clang 14 lacks std::source_location)
 )
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -75,5 +77,9 @@ case "$mode" in
     status=0
     meson test -C build --print-errorlogs || status=$?
     .venv/bin/python tools/test_summary.py build/meson-logs/testlog.json || true
+    # Every fuzz target for 15 s from its seed corpus with a fixed seed (about 5 minutes on 2
+    # cores with the clang build); the long run is in the README ("Fuzzing").
+    say "fuzzing (tools/fuzz.sh --seconds 15)"
+    tools/fuzz.sh --seconds 15 || status=$?
     exit $status ;;
 esac

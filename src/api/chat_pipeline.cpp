@@ -23,7 +23,7 @@ std::vector<std::string> tool_names(const text::chat_request& chat) {
 }  // namespace
 
 result<chat_pipeline> prepare_chat(const text::chat_request& chat, const generation_options& opts,
-                                   const text::tokenizer& tok, const engine::engine& eng) {
+                                   const text::tokenizer& tok, int32_t eos_token_id) {
     auto prompt = text::render_chat(chat);
     if (!prompt) return prompt.error();
     auto ids = text::tokenize_prompt(*prompt, tok);
@@ -56,19 +56,9 @@ result<chat_pipeline> prepare_chat(const text::chat_request& chat, const generat
         p.grammar_spec = std::move(**spec);
     }
     p.hidden_ids = opts.sampling.stop_token_ids;
-    p.hidden_ids.push_back(eng.eos_token_id());
+    p.hidden_ids.push_back(eos_token_id);
     p.stops = opts.stop;
     return p;
-}
-
-std::unique_ptr<choice_text> chat_pipeline::make_text(std::shared_ptr<const text::tokenizer> tok) const {
-    // The parser needs <think>, </think> and the DSML markup; other specials never show.
-    return std::make_unique<choice_text>(std::move(tok), text::special_token_policy::markup_only,
-                                         stops, hidden_ids);
-}
-
-std::unique_ptr<text::output_parser> chat_pipeline::make_parser() const {
-    return std::make_unique<text::output_parser>(parser_options);
 }
 
 }  // namespace tandem::api

@@ -33,7 +33,8 @@ struct chat_pipeline {
 
 // Renders and tokenizes the request (errors are the request's: 400s), sets up parsing and
 // writes the output grammar (400 for a schema that cannot be one, or ignore_eos with one).
+// `eos_token_id` is the engine's (it ends generation without being text).
 result<chat_pipeline> prepare_chat(const text::chat_request& chat, const generation_options& opts,
-                                   const text::tokenizer& tok, const engine::engine& eng);
+                                   const text::tokenizer& tok, int32_t eos_token_id);
 
 }  // namespace tandem::api

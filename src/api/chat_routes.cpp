@@ -244,7 +244,7 @@ void handle_chat_completions(app_state& app, const http::request& req, const htt
     auto chat = text::chat_request_from_openai_json(req.body);
     if (!chat) return send_status_error(out, chat.error());
     auto tok = app.tokenizer();
-    auto pipeline = prepare_chat(*chat, *opts, *tok, *e);
+    auto pipeline = prepare_chat(*chat, *opts, *tok, e->eos_token_id());
     if (!pipeline) return send_status_error(out, pipeline.error());
 
     // Submitted at once, or on the grammar worker once the output grammar is compiled.

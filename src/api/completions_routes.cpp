@@ -10,6 +10,7 @@
 #include "api/json_body.h"
 #include "api/native_routes.h"
 #include "api/openai_common.h"
+#include "api/request_bodies.h"
 #include "api/routes.h"
 #include "core/json_writer.h"
 #include "http/router.h"
@@ -175,44 +176,6 @@ private:
         out.send({200, {}, w.end_object().take()});
     }
 };
-
-// "prompt": a string, a token-id array, or a batch of either.
-result<std::vector<std::vector<int32_t>>> read_prompts(const simdjson::dom::object& body,
-                                                      const text::tokenizer& tok, int32_t vocab) {
-    element e;
-    if (body["prompt"].get(e)) {
-        return make_error(error_code::invalid_argument, "'prompt' is required");
-    }
-    auto ids_of = [&](element item, const std::string& where) -> result<std::vector<int32_t>> {
-        if (item.is_string()) return tok.encode_with_added_tokens(item.get_string().value());
-        if (!item.is_array()) {
-            return make_error(error_code::invalid_argument,
-                              fmt::format("'{}' must be a string or an array of token ids", where));
-        }
-        return read_token_ids(item, where, vocab);
-    };
-    std::vector<std::vector<int32_t>> prompts;
-    bool batch = e.is_array() && e.get_array().value().size() > 0 &&
-                 !e.get_array().value().at(0).value().is_int64();
-    if (!batch) {
-        auto one = ids_of(e, "prompt");
-        if (!one) return one.error();
-        prompts.push_back(std::move(*one));
-    } else {
-        simdjson::dom::array arr = e.get_array().value();
-        for (element item : arr) {
-            auto one = ids_of(item, fmt::format("prompt[{}]", prompts.size()));
-            if (!one) return one.error();
-            prompts.push_back(std::move(*one));
-        }
-    }
-    for (size_t i = 0; i < prompts.size(); ++i) {
-        if (prompts[i].empty()) {
-            return make_error(error_code::invalid_argument, "the prompt must not be empty");
-        }
-    }
-    return prompts;
-}
 
 }  // namespace
 

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "api/routes.h"
 #include "text/json_value.h"
 
 namespace tandem::api {
@@ -48,17 +47,6 @@ result<std::vector<int32_t>> read_token_ids(simdjson::dom::element e, std::strin
         ids.push_back(static_cast<int32_t>(t.get_int64().value()));
     }
     return ids;
-}
-
-std::optional<simdjson::dom::object> json_object_or_400(simdjson::dom::parser& parser,
-                                                        const http::request& req,
-                                                        const http::responder& out) {
-    auto doc = parse_json_object(parser, req);
-    if (!doc) {
-        send_status_error(out, doc.error());
-        return std::nullopt;
-    }
-    return doc->get_object().value();
 }
 
 }  // namespace tandem::api

@@ -12,7 +12,6 @@
 
 #include "core/status.h"
 #include "http/http_message.h"
-#include "http/server.h"
 
 namespace tandem::api {
 
@@ -25,10 +24,5 @@ result<simdjson::dom::element> parse_json_object(simdjson::dom::parser& parser,
 // ("'input_ids[3]' must be a token id in [0, 129280)"). An empty array is allowed here.
 result<std::vector<int32_t>> read_token_ids(simdjson::dom::element e, std::string_view field,
                                             int32_t vocab);
-
-// The same, answering the 400 itself: nothing when the body was refused.
-std::optional<simdjson::dom::object> json_object_or_400(simdjson::dom::parser& parser,
-                                                        const http::request& req,
-                                                        const http::responder& out);
 
 }  // namespace tandem::api

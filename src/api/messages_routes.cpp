@@ -120,7 +120,7 @@ result<prepared> prepare(app_state& app, const http::request& req, const engine:
     if (!request) return request.error();
     TANDEM_RETURN_IF_ERROR(check_model_name(app, request->opts.model));
     auto tok = app.tokenizer();
-    auto pipeline = prepare_chat(request->chat, request->opts, *tok, eng);
+    auto pipeline = prepare_chat(request->chat, request->opts, *tok, eng.eos_token_id());
     if (!pipeline) return pipeline.error();
     return prepared{std::move(*request), std::move(*pipeline), std::move(tok)};
 }

@@ -9,6 +9,7 @@
 #include "api/event_json.h"
 #include "api/generation_options.h"
 #include "api/json_body.h"
+#include "api/request_bodies.h"
 #include "api/routes.h"
 #include "core/json_writer.h"
 #include "core/liveness.h"
@@ -19,16 +20,6 @@ namespace tandem::api {
 namespace {
 
 using simdjson::dom::element;
-
-result<std::vector<int32_t>> read_input_ids(const simdjson::dom::object& body, int32_t vocab) {
-    element e;
-    if (body["input_ids"].get(e)) {
-        return make_error(error_code::invalid_argument, "'input_ids' must be an array of token ids");
-    }
-    auto ids = read_token_ids(e, "input_ids", vocab);
-    if (ids && ids->empty()) return make_error(error_code::invalid_argument, "'input_ids' must not be empty");
-    return ids;
-}
 
 // One /generate request: engine events (scheduler thread) → the HTTP response. Events that
 // arrive before the handler has opened the response are held until it has.
@@ -148,32 +139,19 @@ void handle_generate(app_state& app, const http::request& req, const http::respo
     auto obj_or = json_object_or_400(parser, req, out);
     if (!obj_or) return;
     simdjson::dom::object obj = *obj_or;
-    auto ids = read_input_ids(obj, e->vocab_size());
-    if (!ids) return send_status_error(out, ids.error());
-    element params_el;
-    simdjson::dom::object params;
-    if (!obj["sampling_params"].get(params_el)) {
-        if (!params_el.is_object()) {
-            return send_status_error(out, make_error(error_code::invalid_argument,
-                                                     "'sampling_params' must be an object"));
-        }
-        params = params_el.get_object().value();
-    } else {
-        params = parser.parse(std::string_view("{}")).value().get_object().value();
-    }
-    auto opts = parse_generation_options(params, api_kind::native, 16);
-    if (!opts) return send_status_error(out, opts.error());
+    auto body = read_generate_body(obj, e->vocab_size());
+    if (!body) return send_status_error(out, body.error());
+    generate_body& g = *body;
     auto session = std::make_shared<generate_session>();
     session->app = &app;
     session->out = out;
     session->http_id = req.request_id;
-    element stream_el;
-    session->stream = !obj["stream"].get(stream_el) && stream_el.is_bool() && stream_el.get_bool().value();
-    session->want_logprobs = opts->sampling.logprobs >= 0;
+    session->stream = g.stream;
+    session->want_logprobs = g.opts.sampling.logprobs >= 0;
 
     engine::submit_request sub;
-    sub.prompt = std::move(*ids);
-    sub.params = opts->sampling;
+    sub.prompt = std::move(g.input_ids);
+    sub.params = g.opts.sampling;
     sub.trace_id = req.request_id;
     sub.sink = [session](engine::token_event&& ev) { session->on_event(std::move(ev)); };
     auto id = e->submit(std::move(sub));

@@ -4,6 +4,7 @@
 #include "api/completions_routes.h"
 #include "api/debug_routes.h"
 #include "api/health_routes.h"
+#include "api/json_body.h"
 #include "api/messages_routes.h"
 #include "api/metrics_routes.h"
 #include "api/model_routes.h"
@@ -65,6 +66,17 @@ void send_status_error(const http::responder& out, const status& st) {
     // Overload and shutdown are retryable, distinct from failures (invariant 11).
     if (e.http_status == 503) headers.emplace_back("Retry-After", "1");
     out.send({e.http_status, std::move(headers), http::error_body(st.message(), e.type, st.param(), e.code)});
+}
+
+std::optional<simdjson::dom::object> json_object_or_400(simdjson::dom::parser& parser,
+                                                        const http::request& req,
+                                                        const http::responder& out) {
+    auto doc = parse_json_object(parser, req);
+    if (!doc) {
+        send_status_error(out, doc.error());
+        return std::nullopt;
+    }
+    return doc->get_object().value();
 }
 
 }  // namespace tandem::api

@@ -1,9 +1,5 @@
-// One connection's life: accept, parse (llhttp), enforce limits and timeouts, write, close.
+// One connection's life: accept, parse (request_parser.h), enforce timeouts, write, close.
 #include <fmt/format.h>
-
-#include <algorithm>
-#include <atomic>
-#include <random>
 
 #include "core/log.h"
 #include "http/server_impl.h"
@@ -13,117 +9,6 @@ namespace {
 
 constexpr size_t k_read_chunk = 64 * 1024;
 constexpr uint64_t k_linger_ms = 1000;
-
-connection* conn_of(llhttp_t* p) { return static_cast<connection*>(p->data); }
-
-// Request ids are unique per process run: a random prefix chosen at start plus a counter.
-std::string next_request_id() {
-    static const uint32_t nonce = std::random_device{}();
-    static std::atomic<uint64_t> counter{0};
-    return fmt::format("{:08x}-{:06x}", nonce, ++counter);
-}
-
-bool sane_request_id(std::string_view id) {
-    if (id.empty() || id.size() > 128) return false;
-    return std::all_of(id.begin(), id.end(), [](char ch) {
-        return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-               ch == '-' || ch == '_' || ch == '.' || ch == ':';
-    });
-}
-
-int refuse(connection* c, int status, std::string message) {
-    c->limit_status = status;
-    c->limit_message = std::move(message);
-    return -1;  // makes llhttp stop with a callback error
-}
-
-int count_header_bytes(connection* c, size_t len) {
-    c->header_bytes += static_cast<int64_t>(len);
-    if (c->header_bytes > c->srv->limits.max_header_bytes) {
-        return refuse(c, 413, fmt::format("request line and headers exceed {} bytes",
-                                          c->srv->limits.max_header_bytes));
-    }
-    return 0;
-}
-
-void commit_header(connection* c) {
-    if (c->field.empty() && c->value.empty()) return;
-    std::transform(c->field.begin(), c->field.end(), c->field.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    c->cur.headers.emplace_back(std::move(c->field), std::move(c->value));
-    c->field.clear();
-    c->value.clear();
-    c->in_value = false;
-}
-
-const llhttp_settings_t& parser_settings() {
-    static const llhttp_settings_t settings = [] {
-        llhttp_settings_t s;
-        llhttp_settings_init(&s);
-        s.on_message_begin = [](llhttp_t* p) {
-            connection* c = conn_of(p);
-            c->cur = request{};
-            c->message_started = true;
-            c->header_bytes = 0;
-            c->srv->arm_timer(c);
-            return 0;
-        };
-        s.on_url = [](llhttp_t* p, const char* at, size_t len) {
-            connection* c = conn_of(p);
-            c->cur.target.append(at, len);
-            return count_header_bytes(c, len);
-        };
-        s.on_header_field = [](llhttp_t* p, const char* at, size_t len) {
-            connection* c = conn_of(p);
-            if (c->in_value) commit_header(c);
-            c->field.append(at, len);
-            return count_header_bytes(c, len);
-        };
-        s.on_header_value = [](llhttp_t* p, const char* at, size_t len) {
-            connection* c = conn_of(p);
-            c->in_value = true;
-            c->value.append(at, len);
-            return count_header_bytes(c, len);
-        };
-        s.on_headers_complete = [](llhttp_t* p) {
-            connection* c = conn_of(p);
-            commit_header(c);
-            request& r = c->cur;
-            r.method = llhttp_method_name(static_cast<llhttp_method_t>(llhttp_get_method(p)));
-            size_t q = r.target.find('?');
-            r.path = r.target.substr(0, q);
-            if (q != std::string::npos) r.query = r.target.substr(q + 1);
-            std::string_view id = r.header("x-request-id");
-            r.request_id = sane_request_id(id) ? std::string(id) : next_request_id();
-            if ((p->flags & F_CONTENT_LENGTH) &&
-                p->content_length > static_cast<uint64_t>(c->srv->limits.max_body_bytes)) {
-                return refuse(c, 413, fmt::format("request body of {} bytes exceeds {} bytes",
-                                                  p->content_length, c->srv->limits.max_body_bytes));
-            }
-            if (r.header("expect") == "100-continue") {
-                c->srv->write_raw(c, "HTTP/1.1 100 Continue\r\n\r\n");
-            }
-            return 0;
-        };
-        s.on_body = [](llhttp_t* p, const char* at, size_t len) {
-            connection* c = conn_of(p);
-            if (static_cast<int64_t>(c->cur.body.size() + len) > c->srv->limits.max_body_bytes) {
-                return refuse(c, 413, fmt::format("request body exceeds {} bytes",
-                                                  c->srv->limits.max_body_bytes));
-            }
-            c->cur.body.append(at, len);
-            return 0;
-        };
-        s.on_message_complete = [](llhttp_t* p) {
-            connection* c = conn_of(p);
-            c->cur.keep_alive = llhttp_should_keep_alive(p) != 0;
-            c->message_started = false;
-            return static_cast<int>(HPE_PAUSED);  // one request at a time: hand it over
-        };
-        return s;
-    }();
-    return settings;
-}
 
 int64_t srv_limit_bytes(connection* c) {
     return c->srv->limits.max_header_bytes + c->srv->limits.max_body_bytes;
@@ -155,8 +40,10 @@ void server::impl::accept_one() {
     connections[c->id] = c;
     stats.connections_total++;
     stats.connections_open++;
-    llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings());
-    c->parser.data = c;
+    c->parser = std::make_unique<request_parser>(
+        parse_limits{limits.max_header_bytes, limits.max_body_bytes},
+        request_parser::hooks{[c] { c->srv->arm_timer(c); },
+                              [c] { c->srv->write_raw(c, "HTTP/1.1 100 Continue\r\n\r\n"); }});
     if (static_cast<int64_t>(connections.size()) > limits.max_connections || stopping.load()) {
         stats.connections_rejected++;
         respond_error(c, 503, "too many connections; retry later", "unavailable_error", true);
@@ -199,24 +86,17 @@ void server::impl::feed(connection* c, const char* data, size_t len) {
         }
         return;
     }
-    llhttp_errno_t err = llhttp_execute(&c->parser, data, len);
-    if (err == HPE_OK) return;
-    if (err == HPE_PAUSED) {
-        const char* stop = llhttp_get_error_pos(&c->parser);
-        size_t used = stop ? static_cast<size_t>(stop - data) : len;
-        c->unparsed.assign(data + used, len - used);
+    request_parser::fed r = c->parser->feed(data, len);
+    if (r.result == request_parser::outcome::need_more) return;
+    if (r.result == request_parser::outcome::complete) {
+        c->unparsed.assign(data + r.consumed, len - r.consumed);
         uv_timer_stop(&c->timer);
         dispatch(c);
         return;
     }
     stats.bad_requests++;
-    if (c->limit_status != 0) {
-        respond_error(c, c->limit_status, c->limit_message, "invalid_request_error", true);
-    } else {
-        respond_error(c, 400, fmt::format("malformed HTTP request: {}",
-                                          llhttp_get_error_reason(&c->parser)),
-                      "invalid_request_error", true);
-    }
+    respond_error(c, c->parser->refusal_status(), c->parser->refusal_message(),
+                  "invalid_request_error", true);
 }
 
 void server::impl::write_raw(connection* c, std::string data) {
@@ -279,12 +159,12 @@ void server::impl::arm_timer(connection* c) {
         uv_timer_stop(&c->timer);  // handlers own their deadlines
         return;
     }
-    bool partial = c->message_started;
+    bool partial = c->parser->message_started();
     uint64_t ms = static_cast<uint64_t>(partial ? limits.request_timeout_ms : limits.idle_timeout_ms);
     uv_timer_start(&c->timer, [](uv_timer_t* t) {
         auto* c = static_cast<connection*>(t->data);
         if (c->active || c->closing) return;
-        if (c->message_started) {
+        if (c->parser->message_started()) {
             c->srv->stats.bad_requests++;
             c->srv->respond_error(c, 408, "the request did not arrive in time",
                                   "invalid_request_error", true);
@@ -331,8 +211,8 @@ void server::impl::deliver(const std::shared_ptr<exchange>& ex, response r) {
     if (!c || c->response_started) return;
     c->response_started = true;
     c->response_status = r.status;
-    bool keep = c->cur.keep_alive && !stopping.load();
-    if (!keep) c->cur.keep_alive = false;
+    bool keep = c->parser->req().keep_alive && !stopping.load();
+    if (!keep) c->parser->req().keep_alive = false;
     write_raw(c, serialize_head(r.status, r.headers, r.content_type, &r.body, keep,
                                 ex->request_id) + r.body);
     on_exchange_done(c);
@@ -346,7 +226,7 @@ void server::impl::deliver_stream_start(const std::shared_ptr<exchange>& ex, int
     c->stream_open = true;
     c->response_status = status;
     write_raw(c, serialize_head(status, headers, content_type, nullptr,
-                                c->cur.keep_alive && !stopping.load(), ex->request_id));
+                                c->parser->req().keep_alive && !stopping.load(), ex->request_id));
 }
 
 void server::impl::deliver_chunk(const std::shared_ptr<exchange>& ex, std::string chunk) {
@@ -360,7 +240,7 @@ void server::impl::deliver_stream_end(const std::shared_ptr<exchange>& ex) {
     if (!c || !c->stream_open) return;
     c->stream_open = false;
     write_raw(c, "0\r\n\r\n");
-    if (stopping.load()) c->cur.keep_alive = false;
+    if (stopping.load()) c->parser->req().keep_alive = false;
     on_exchange_done(c);
 }
 

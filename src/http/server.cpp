@@ -165,19 +165,19 @@ void server::impl::dispatch(connection* c) {
     ex->owner = this;
     ex->connection_id = c->id;
     ex->sequence = ++c->requests_seen;
-    ex->request_id = c->cur.request_id;
+    ex->request_id = c->parser->req().request_id;
     c->active = ex;
     c->response_started = false;
     c->stream_open = false;
     c->started_at = std::chrono::steady_clock::now();
     if (stopping.load()) {
-        c->cur.keep_alive = false;
+        c->parser->req().keep_alive = false;
         deliver(ex, {503, {}, error_body("the server is shutting down", "unavailable_error")});
         return;
     }
     log::request_scope scope(ex->request_id);
     try {
-        on_request(c->cur, responder(ex));
+        on_request(c->parser->req(), responder(ex));
     } catch (const std::exception& e) {
         TANDEM_LOG_ERROR("handler threw: {}", e.what());
         deliver(ex, {500, {}, error_body("internal error", "internal_error")});
@@ -189,21 +189,20 @@ void server::impl::on_exchange_done(connection* c) {
         auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - c->started_at).count();
         log::request_scope scope(c->active->request_id);
-        TANDEM_LOG_INFO("{} {} {} {:.3f}ms", c->cur.method, c->cur.target, c->response_status,
+        TANDEM_LOG_INFO("{} {} {} {:.3f}ms", c->parser->req().method, c->parser->req().target, c->response_status,
                         micros / 1000.0);
     }
     stats.requests_in_flight--;
     c->active.reset();
-    if (stopping.load() || !c->cur.keep_alive) {
+    if (stopping.load() || !c->parser->req().keep_alive) {
         close_after_writes(c);
         finish_if_drained();
         return;
     }
     // Serve the next pipelined request, if any bytes of it already arrived.
-    llhttp_resume(&c->parser);
+    c->parser->resume();
     std::string rest = std::move(c->unparsed);
     c->unparsed.clear();
-    c->cur = request{};
     if (!rest.empty()) feed(c, rest.data(), rest.size());
     if (!c->closing) start_reading(c);
     if (!c->closing) arm_timer(c);

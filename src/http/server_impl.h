@@ -4,7 +4,6 @@
 // handles, and every connection (by id). A connection is freed only in its close callbacks.
 #pragma once
 
-#include <llhttp.h>
 #include <uv.h>
 
 #include <chrono>
@@ -14,6 +13,7 @@
 #include <unordered_map>
 
 #include "http/exchange.h"
+#include "http/request_parser.h"
 #include "http/server.h"
 
 namespace tandem::http {
@@ -24,16 +24,7 @@ struct connection {
     uv_tcp_t tcp{};
     uv_timer_t timer{};
     int open_handles = 0;  // tcp + timer; freed when both are closed
-    llhttp_t parser{};
-
-    // The request being parsed.
-    request cur;
-    std::string field, value;
-    bool in_value = false;
-    bool message_started = false;
-    int64_t header_bytes = 0;
-    int limit_status = 0;          // set by a callback that refuses the request (413)
-    std::string limit_message;
+    std::unique_ptr<request_parser> parser;  // made at accept; req() is the request being parsed or answered
 
     std::string unparsed;          // bytes after a complete message, kept while it is handled
     bool reading = false;

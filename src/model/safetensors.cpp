@@ -140,12 +140,27 @@ result<std::unique_ptr<safetensors_file>> safetensors_file::open(const std::stri
     if (p == MAP_FAILED)
         return make_error(error_code::io_error, fmt::format("{}: mmap failed: {}", path, std::strerror(errno)));
     f->base_ = static_cast<const uint8_t*>(p);
+    f->mapped_ = true;
     TANDEM_RETURN_IF_ERROR(f->parse_header().with_context(path));
     return f;
 }
 
+result<std::unique_ptr<safetensors_file>> safetensors_file::open_bytes(std::span<const uint8_t> bytes,
+                                                                     const std::string& name) {
+    std::unique_ptr<safetensors_file> f(new safetensors_file());
+    f->path_ = name;
+    f->size_ = static_cast<int64_t>(bytes.size());
+    if (f->size_ < 8) {
+        return make_error(error_code::data_loss,
+                          fmt::format("{}: {} bytes is too short for a safetensors file", name, f->size_));
+    }
+    f->base_ = bytes.data();
+    TANDEM_RETURN_IF_ERROR(f->parse_header().with_context(name));
+    return f;
+}
+
 safetensors_file::~safetensors_file() {
-    if (base_) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(size_));
+    if (base_ && mapped_) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(size_));
 }
 
 status safetensors_file::parse_header() {

@@ -42,6 +42,10 @@ struct tensor_view {
 class safetensors_file {
 public:
     static result<std::unique_ptr<safetensors_file>> open(const std::string& path);
+    // A file already in memory, validated the same way; `bytes` must outlive the object (the
+    // views point into it). `name` stands for the path in errors. The fuzz harness's entry.
+    static result<std::unique_ptr<safetensors_file>> open_bytes(std::span<const uint8_t> bytes,
+                                                                const std::string& name);
     ~safetensors_file();
     safetensors_file(const safetensors_file&) = delete;
     safetensors_file& operator=(const safetensors_file&) = delete;
@@ -57,6 +61,7 @@ private:
     std::string path_;
     const uint8_t* base_ = nullptr;
     int64_t size_ = 0;
+    bool mapped_ = false;  // base_ is our mmap (open), not the caller's bytes (open_bytes)
     std::map<std::string, tensor_view> tensors_;
     std::map<std::string, std::string> metadata_;
 };

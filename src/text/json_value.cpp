@@ -8,6 +8,9 @@
 
 namespace tandem::text {
 
+json_value::json_value() = default;
+
+
 const json_value* json_value::find(std::string_view key) const {
     for (const auto& [k, v] : members) {
         if (k == key) return &v;

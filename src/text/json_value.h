@@ -33,6 +33,11 @@ struct json_value {
     std::vector<json_value> items;   // array elements
     std::vector<std::pair<std::string, json_value>> members;  // object, in first-seen key order
 
+    // Declared here, defined in json_value.cpp: clang (15+, with libstdc++ 12) checks whether
+    // an implicit constructor of this recursive type is usable before `members`' pair type is
+    // complete, and fails; a user-declared one is not looked into (the fuzz build is clang's).
+    json_value();
+
     bool is_object() const { return type == kind::object; }
     bool is_string() const { return type == kind::string; }
     const json_value* find(std::string_view key) const;

@@ -217,3 +217,22 @@ TEST_CASE("weights: flash-shape checkpoint (FP8 block weights, FP4 experts, E8M0
     CHECK(rms > 0.5 / std::sqrt(double(cfg->moe_intermediate_size)));
     CHECK(rms < 2.0 / std::sqrt(double(cfg->moe_intermediate_size)));
 }
+
+TEST_CASE("safetensors: a file in memory is read and refused like a file on disk") {
+    const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+    std::vector<uint8_t> bytes(8);
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+    bytes.insert(bytes.end(), header.begin(), header.end());
+    bytes.resize(bytes.size() + 8, 0);
+    auto f = safetensors_file::open_bytes(bytes, "mem.safetensors");
+    REQUIRE(f);
+    REQUIRE((*f)->tensors().count("a") == 1);
+    CHECK((*f)->tensors().at("a").nbytes == 8);
+    CHECK((*f)->tensors().at("a").data == bytes.data() + 8 + header.size());
+    bytes.resize(bytes.size() - 1);  // the data section one byte short
+    auto cut = safetensors_file::open_bytes(bytes, "mem.safetensors");
+    REQUIRE_FALSE(cut);
+    CHECK(cut.error().code() == tandem::error_code::data_loss);
+    CHECK(cut.error().message().find("mem.safetensors") != std::string::npos);
+    CHECK(cut.error().message().find("runs past the end") != std::string::npos);
+}

@@ -309,21 +309,24 @@ TEST_CASE("pd decode_link: a request re-sent after preemption is never confused 
 }
 
 TEST_CASE("pd decode_link: the deadline is one of progress: a slow but steady transfer completes") {
-    rig r({250, 300});
+    // 13 writes 100 ms apart take longer than the 1000 ms deadline in all, while each gap leaves
+    // 900 ms for a loaded machine's scheduling delays (a 250 ms deadline with 60 ms gaps failed
+    // beside other builds on 2 cores: the verdict depended on machine speed).
+    rig r({1000, 300});
     engine::sequence_id seq = r.start(9);
     REQUIRE(eventually([&] { return r.prefill.job_count() == 1; }));
     const prefill_job_msg job = r.prefill.job(0);
     int writes = 0;
     std::thread prefill([&] {
         r.respond(job, [&](pd_message&) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(60));
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
             ++writes;
             return true;
         });
     });
     auto res = r.wait_result(9, 20000);
     prefill.join();
-    CHECK(writes * 60 > 250);  // the whole transfer took longer than the deadline
+    CHECK(writes * 100 > 1000);  // the whole transfer took longer than the deadline
     REQUIRE_MESSAGE(res.error.is_ok(), res.error.message());
     r.seqs->destroy(seq);
     CHECK(r.idle_and_free());
@@ -332,7 +335,7 @@ TEST_CASE("pd decode_link: the deadline is one of progress: a slow but steady tr
 TEST_CASE("pd decode_link: a job waiting behind slow earlier jobs on its link does not expire") {
     // A's writes trickle in for longer than the deadline; B, sent after A, gets nothing until A
     // is done. B waited behind A: that is not B's lack of progress.
-    rig r({400, 300});
+    rig r({1000, 300});  // 100 ms gaps leave 900 ms for scheduling delays on a loaded box
     engine::sequence_id a = r.start(10);
     engine::sequence_id b = r.start(11);
     REQUIRE(eventually([&] { return r.prefill.job_count() == 2; }));
@@ -340,7 +343,7 @@ TEST_CASE("pd decode_link: a job waiting behind slow earlier jobs on its link do
     int writes = 0;
     std::thread prefill([&] {
         r.respond(job_a, [&](pd_message&) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(40));
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
             ++writes;
             return true;
         });
@@ -349,7 +352,7 @@ TEST_CASE("pd decode_link: a job waiting behind slow earlier jobs on its link do
     auto res_a = r.wait_result(10, 20000);
     auto res_b = r.wait_result(11, 20000);
     prefill.join();
-    CHECK(writes * 40 > 400);  // A alone took longer than the deadline
+    CHECK(writes * 100 > 1000);  // A alone took longer than the deadline
     REQUIRE_MESSAGE(res_a.error.is_ok(), res_a.error.message());
     REQUIRE_MESSAGE(res_b.error.is_ok(), res_b.error.message());
     r.seqs->destroy(a);
@@ -359,14 +362,14 @@ TEST_CASE("pd decode_link: a job waiting behind slow earlier jobs on its link do
 
 TEST_CASE("pd decode_link: a job starved while later jobs on its link progress still expires") {
     // The link is busy, but only with B, sent after A: A is not waiting behind anyone.
-    rig r({300, 300});
+    rig r({1000, 300});  // B's 100 ms gaps leave 900 ms for scheduling delays
     engine::sequence_id a = r.start(12);
     engine::sequence_id b = r.start(13);
     REQUIRE(eventually([&] { return r.prefill.job_count() == 2; }));
     const prefill_job_msg job_b = r.prefill.job(1);
     std::thread prefill([&] {
         r.respond(job_b, [&](pd_message&) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(40));
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
             return true;
         });
     });
