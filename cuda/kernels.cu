@@ -106,6 +106,71 @@ __global__ void attention_kernel(const float* q, int64_t heads, int64_t dim, con
             k::attention_output_element(logits, denom, nk, [kt, dim](int64_t j) { return kt + j * dim; }, e);
 }
 
+constexpr int k_max_route = 16;
+
+// One thread per token: scores, selection, weights (K15).
+__global__ void route_kernel(const float* logits, int64_t tokens, int32_t experts, const float* bias,
+                             const int32_t* tid2eid, const int32_t* token_ids, int32_t k, bool official, float scale,
+                             float* scores, float* biased, int32_t* expert_out, float* weight_out) {
+    const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (t >= tokens) return;
+    float* s = scores + t * experts;
+    float* b = biased + t * experts;
+    for (int32_t e = 0; e < experts; ++e) {
+        s[e] = k::sqrt_softplus(logits[t * experts + e]);
+        b[e] = bias ? s[e] + bias[e] : s[e];
+    }
+    int32_t sel[k_max_route];
+    if (tid2eid) {
+        for (int32_t i = 0; i < k; ++i) sel[i] = tid2eid[static_cast<int64_t>(token_ids[t]) * k + i];
+    } else {
+        k::route_top_k(b, experts, k, sel);
+    }
+    k::route_weights(s, sel, k, official, scale, expert_out + t * k, weight_out + t * k);
+}
+
+__global__ void swiglu_kernel(const float* g, const float* u, int64_t n, float limit, float* out) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = k::swiglu(g[i], u[i], limit);
+}
+
+__global__ void moe_combine_kernel(const float* contrib, int32_t slots, int64_t d, const float* shared, float* out) {
+    const int64_t t = blockIdx.y, j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (j >= d) return;
+    const float* c = contrib + t * slots * d + j;
+    out[t * d + j] = k::moe_combine_element([c, d](int32_t sl) { return c[sl * d]; }, slots, shared[t * d + j]);
+}
+
+__global__ void encode_rows_kernel(k::row_codec f, const float* values, int64_t n, uint8_t* rows) {
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (r < n) k::encode_row(f, values + r * f.dims, rows + r * f.bytes);
+}
+
+__global__ void decode_rows_kernel(k::row_codec f, const uint8_t* rows, int64_t n, float* values) {
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (r < n) k::decode_row(f, rows + r * f.bytes, values + r * f.dims);
+}
+
+// One thread per (token, compressed row).
+__global__ void indexer_scores_kernel(const float* q, int64_t heads, int64_t dim, const float* w, const float* keys,
+                                      int64_t max_rows, const int32_t* n_rows, float idx_scale, float head_scale,
+                                      float* scores) {
+    const int64_t t = blockIdx.y, row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (row >= max_rows) return;
+    scores[t * max_rows + row] =
+        row < n_rows[t] ? k::indexer_score(q + t * heads * dim, keys + (t * max_rows + row) * dim, heads, dim,
+                                           w + t * heads, idx_scale, head_scale)
+                        : 0.0f;
+}
+
+// One thread per (window, feature).
+__global__ void compressor_pool_kernel(const float* rings, int64_t m, int64_t dim, bool overlap, float* out) {
+    const int64_t win = blockIdx.y, e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= dim) return;
+    const int64_t slots = overlap ? 2 * m : m, F = 2 * (overlap ? 2 : 1) * dim;
+    out[win * dim + e] = k::compressor_pool_feature(rings + win * slots * F, m, dim, overlap, e);
+}
+
 __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* ids) {
     if (threadIdx.x != 0) return;
     const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -364,6 +429,138 @@ status op_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, std
     if (rows > 0) argmax_kernel<<<static_cast<unsigned>(rows), 32>>>(dl->get<float>(), vocab, di->get<int32_t>());
     TANDEM_RETURN_IF_ERROR(finish("K18 argmax kernel"));
     return download(*di, ids, "K18: ids");
+}
+
+status op_route(std::span<const float> logits, int64_t tokens, int64_t experts, std::span<const float> bias,
+                std::span<const int32_t> tid2eid, std::span<const int32_t> token_ids, int32_t k, bool official,
+                float scale, std::span<int32_t> expert_out, std::span<float> weight_out) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    if (k < 1 || k > k_max_route || k > experts)
+        return make_error(error_code::invalid_argument, "K15 route: k outside [1, min(16, experts)]");
+    TANDEM_RETURN_IF_ERROR(check_size(logits.size(), tokens * experts, "K15 route: logits"));
+    TANDEM_RETURN_IF_ERROR(check_size(expert_out.size(), tokens * k, "K15 route: experts"));
+    TANDEM_RETURN_IF_ERROR(check_size(weight_out.size(), tokens * k, "K15 route: weights"));
+    const bool hash = !tid2eid.empty();
+    if (hash) {
+        TANDEM_RETURN_IF_ERROR(check_size(token_ids.size(), tokens, "K15 route: token ids"));
+        const int64_t vocab = static_cast<int64_t>(tid2eid.size()) / k;
+        for (int32_t id : token_ids)
+            if (id < 0 || id >= vocab) return make_error(error_code::out_of_range, "K15 route: token id outside tid2eid");
+        for (int32_t e : tid2eid)
+            if (e < 0 || e >= experts) return make_error(error_code::out_of_range, "K15 route: tid2eid names an unknown expert");
+    } else if (!bias.empty()) {
+        TANDEM_RETURN_IF_ERROR(check_size(bias.size(), experts, "K15 route: bias"));
+    }
+    TANDEM_TRY_ASSIGN(dl, upload(logits, "K15: logits"));
+    TANDEM_TRY_ASSIGN(db, upload(bias, "K15: bias"));
+    TANDEM_TRY_ASSIGN(dh, upload(tid2eid, "K15: tid2eid"));
+    TANDEM_TRY_ASSIGN(dt, upload(token_ids, "K15: token ids"));
+    TANDEM_TRY_ASSIGN(ds, device_memory::alloc(tokens * experts * 4, "K15: scores"));
+    TANDEM_TRY_ASSIGN(dbi, device_memory::alloc(tokens * experts * 4, "K15: biased scores"));
+    TANDEM_TRY_ASSIGN(de, device_memory::alloc(static_cast<int64_t>(expert_out.size_bytes()), "K15: experts"));
+    TANDEM_TRY_ASSIGN(dw, device_memory::alloc(static_cast<int64_t>(weight_out.size_bytes()), "K15: weights"));
+    if (tokens > 0)
+        route_kernel<<<blocks_for(tokens, 64), 64>>>(dl->get<float>(), tokens, static_cast<int32_t>(experts),
+                                                    hash ? nullptr : db->get<float>(), hash ? dh->get<int32_t>() : nullptr,
+                                                    dt->get<int32_t>(), k, official, scale, ds->get<float>(),
+                                                    dbi->get<float>(), de->get<int32_t>(), dw->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("K15 route kernel"));
+    TANDEM_RETURN_IF_ERROR(download(*de, expert_out, "K15: experts"));
+    return download(*dw, weight_out, "K15: weights");
+}
+
+status op_swiglu(std::span<const float> g, std::span<const float> u, float limit, std::span<float> out) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    TANDEM_RETURN_IF_ERROR(check_size(u.size(), static_cast<int64_t>(g.size()), "swiglu: up"));
+    TANDEM_RETURN_IF_ERROR(check_size(out.size(), static_cast<int64_t>(g.size()), "swiglu: out"));
+    TANDEM_TRY_ASSIGN(dg, upload(g, "swiglu: gate"));
+    TANDEM_TRY_ASSIGN(du, upload(u, "swiglu: up"));
+    TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "swiglu: out"));
+    const int64_t n = static_cast<int64_t>(g.size());
+    if (n > 0) swiglu_kernel<<<blocks_for(n, 256), 256>>>(dg->get<float>(), du->get<float>(), n, limit, dout->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("swiglu kernel"));
+    return download(*dout, out, "swiglu: out");
+}
+
+status op_moe_combine(std::span<const float> contrib, int64_t tokens, int32_t slots, int64_t d,
+                      std::span<const float> shared, std::span<float> out) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    TANDEM_RETURN_IF_ERROR(check_size(contrib.size(), tokens * slots * d, "K16 combine: contributions"));
+    TANDEM_RETURN_IF_ERROR(check_size(shared.size(), tokens * d, "K16 combine: shared"));
+    TANDEM_RETURN_IF_ERROR(check_size(out.size(), tokens * d, "K16 combine: out"));
+    TANDEM_TRY_ASSIGN(dc, upload(contrib, "K16: contributions"));
+    TANDEM_TRY_ASSIGN(dsh, upload(shared, "K16: shared"));
+    TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "K16: out"));
+    if (tokens > 0 && d > 0)
+        moe_combine_kernel<<<dim3(blocks_for(d, 128), static_cast<unsigned>(tokens)), 128>>>(
+            dc->get<float>(), slots, d, dsh->get<float>(), dout->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("K16 combine kernel"));
+    return download(*dout, out, "K16: out");
+}
+
+status op_encode_rows(const k::row_codec& fmt, std::span<const float> values, std::span<uint8_t> rows) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    if (fmt.dims <= 0 || fmt.bytes <= 0) return make_error(error_code::invalid_argument, "encode rows: empty row format");
+    const int64_t n = static_cast<int64_t>(values.size()) / fmt.dims;
+    TANDEM_RETURN_IF_ERROR(check_size(values.size(), n * fmt.dims, "encode rows: values"));
+    TANDEM_RETURN_IF_ERROR(check_size(rows.size(), n * fmt.bytes, "encode rows: rows"));
+    TANDEM_TRY_ASSIGN(dv, upload(values, "encode rows: values"));
+    TANDEM_TRY_ASSIGN(dr, device_memory::alloc(static_cast<int64_t>(rows.size_bytes()), "encode rows: rows"));
+    if (n > 0) encode_rows_kernel<<<blocks_for(n, 64), 64>>>(fmt, dv->get<float>(), n, dr->get<uint8_t>());
+    TANDEM_RETURN_IF_ERROR(finish("encode rows kernel"));
+    return download(*dr, rows, "encode rows: download");
+}
+
+status op_decode_rows(const k::row_codec& fmt, std::span<const uint8_t> rows, std::span<float> values) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    if (fmt.dims <= 0 || fmt.bytes <= 0) return make_error(error_code::invalid_argument, "decode rows: empty row format");
+    const int64_t n = static_cast<int64_t>(rows.size()) / fmt.bytes;
+    TANDEM_RETURN_IF_ERROR(check_size(rows.size(), n * fmt.bytes, "decode rows: rows"));
+    TANDEM_RETURN_IF_ERROR(check_size(values.size(), n * fmt.dims, "decode rows: values"));
+    TANDEM_TRY_ASSIGN(dr, upload(rows, "decode rows: rows"));
+    TANDEM_TRY_ASSIGN(dv, device_memory::alloc(static_cast<int64_t>(values.size_bytes()), "decode rows: values"));
+    if (n > 0) decode_rows_kernel<<<blocks_for(n, 64), 64>>>(fmt, dr->get<uint8_t>(), n, dv->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("decode rows kernel"));
+    return download(*dv, values, "decode rows: download");
+}
+
+status op_indexer_scores(std::span<const float> q, int64_t tokens, int64_t heads, int64_t dim, std::span<const float> w,
+                         std::span<const float> keys, int64_t max_rows, std::span<const int32_t> n_rows, float idx_scale,
+                         float head_scale, std::span<float> scores) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    TANDEM_RETURN_IF_ERROR(check_size(q.size(), tokens * heads * dim, "K11 indexer: q"));
+    TANDEM_RETURN_IF_ERROR(check_size(w.size(), tokens * heads, "K11 indexer: head weights"));
+    TANDEM_RETURN_IF_ERROR(check_size(keys.size(), tokens * max_rows * dim, "K11 indexer: keys"));
+    TANDEM_RETURN_IF_ERROR(check_size(n_rows.size(), tokens, "K11 indexer: row counts"));
+    TANDEM_RETURN_IF_ERROR(check_size(scores.size(), tokens * max_rows, "K11 indexer: scores"));
+    for (int32_t n : n_rows)
+        if (n < 0 || n > max_rows) return make_error(error_code::out_of_range, "K11 indexer: row count outside [0, max_rows]");
+    TANDEM_TRY_ASSIGN(dq, upload(q, "K11: q"));
+    TANDEM_TRY_ASSIGN(dw, upload(w, "K11: head weights"));
+    TANDEM_TRY_ASSIGN(dk, upload(keys, "K11: keys"));
+    TANDEM_TRY_ASSIGN(dn, upload(n_rows, "K11: row counts"));
+    TANDEM_TRY_ASSIGN(ds, device_memory::alloc(static_cast<int64_t>(scores.size_bytes()), "K11: scores"));
+    if (tokens > 0 && max_rows > 0)
+        indexer_scores_kernel<<<dim3(blocks_for(max_rows, 128), static_cast<unsigned>(tokens)), 128>>>(
+            dq->get<float>(), heads, dim, dw->get<float>(), dk->get<float>(), max_rows, dn->get<int32_t>(), idx_scale,
+            head_scale, ds->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("K11 indexer scores kernel"));
+    return download(*ds, scores, "K11: scores");
+}
+
+status op_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, int64_t dim, bool overlap,
+                          std::span<float> out) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    const int64_t slots = overlap ? 2 * m : m, F = 2 * (overlap ? 2 : 1) * dim;
+    TANDEM_RETURN_IF_ERROR(check_size(rings.size(), n * slots * F, "K9 pool: rings"));
+    TANDEM_RETURN_IF_ERROR(check_size(out.size(), n * dim, "K9 pool: out"));
+    TANDEM_TRY_ASSIGN(dr, upload(rings, "K9: rings"));
+    TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "K9: out"));
+    if (n > 0 && dim > 0)
+        compressor_pool_kernel<<<dim3(blocks_for(dim, 128), static_cast<unsigned>(n)), 128>>>(dr->get<float>(), m, dim,
+                                                                                             overlap, dout->get<float>());
+    TANDEM_RETURN_IF_ERROR(finish("K9 compressor pool kernel"));
+    return download(*dout, out, "K9: out");
 }
 
 result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batch, int repeats) {

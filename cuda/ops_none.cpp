@@ -31,6 +31,21 @@ status op_attention(std::span<const float>, int64_t, int64_t, int64_t, std::span
     return no_cuda();
 }
 status op_argmax(std::span<const float>, int64_t, int64_t, std::span<int32_t>) { return no_cuda(); }
+status op_route(std::span<const float>, int64_t, int64_t, std::span<const float>, std::span<const int32_t>,
+                std::span<const int32_t>, int32_t, bool, float, std::span<int32_t>, std::span<float>) {
+    return no_cuda();
+}
+status op_swiglu(std::span<const float>, std::span<const float>, float, std::span<float>) { return no_cuda(); }
+status op_moe_combine(std::span<const float>, int64_t, int32_t, int64_t, std::span<const float>, std::span<float>) {
+    return no_cuda();
+}
+status op_encode_rows(const kmath::row_codec&, std::span<const float>, std::span<uint8_t>) { return no_cuda(); }
+status op_decode_rows(const kmath::row_codec&, std::span<const uint8_t>, std::span<float>) { return no_cuda(); }
+status op_indexer_scores(std::span<const float>, int64_t, int64_t, int64_t, std::span<const float>, std::span<const float>,
+                         int64_t, std::span<const int32_t>, float, float, std::span<float>) {
+    return no_cuda();
+}
+status op_compressor_pool(std::span<const float>, int64_t, int64_t, int64_t, bool, std::span<float>) { return no_cuda(); }
 result<bandwidth_result> measure_bandwidth(int64_t, int64_t, int64_t, int) { return no_cuda(); }
 result<bringup_report> bring_up_device(const device_memory_plan&) { return no_cuda(); }
 

@@ -15,9 +15,31 @@
 
 #include "core/status.h"
 #include "cuda/host/device_memory_plan.h"
+#include "cuda/host/kernel_codec.h"
 #include "cuda/host/kernel_math.h"
 
 namespace tandem::cuda {
+
+// A cache row format (cache/layout.h) as the plain struct kernels take.
+inline kmath::row_codec row_codec_of(const cache::row_format& f) {
+    kmath::row_codec c;
+    c.encoding = static_cast<kmath::row_enc>(f.encoding);
+    c.dims = f.dims;
+    c.value_elems = f.value_elems;
+    c.value_bytes = f.value_bytes;
+    c.rope_elems = f.rope_elems;
+    c.rope_bytes = f.rope_bytes;
+    c.scale_bytes = f.scale_bytes;
+    c.pad_bytes = f.pad_bytes;
+    c.scale_block = f.scale_block;
+    c.bytes = f.bytes;
+    return c;
+}
+
+// K8 / K9 store and the attention read path: rows [n, dims] ↔ stored rows [n, fmt.bytes], the
+// bytes cache::codec writes.
+status op_encode_rows(const kmath::row_codec& fmt, std::span<const float> values, std::span<uint8_t> rows);
+status op_decode_rows(const kmath::row_codec& fmt, std::span<const uint8_t> rows, std::span<float> values);
 
 // K1: h[t, j, :] = embed[ids[t], :] for j < hc (the hc streams start equal).
 status op_embed_expand(const kmath::weight_view& embed, std::span<const int32_t> ids, int64_t hc, std::span<float> h);
@@ -47,6 +69,25 @@ status op_hc_post(int64_t n, int64_t d, std::span<const float> out, std::span<co
 status op_attention(std::span<const float> q, int64_t tokens, int64_t heads, int64_t dim, std::span<const float> keys,
                     int64_t max_keys, std::span<const int32_t> n_keys, std::span<const float> sinks, float scale,
                     std::span<float> out);
+// K15 routing per token: scores sqrt(softplus(logits [T, E])); selection by tid2eid[token] ([V, k],
+// hash layers: pass token_ids) or the top-k of score + bias ([E]); weights renormalised × scale;
+// out: experts [T, k] ascending and their weights [T, k]. k ≤ 16.
+status op_route(std::span<const float> logits, int64_t tokens, int64_t experts, std::span<const float> bias,
+                std::span<const int32_t> tid2eid, std::span<const int32_t> token_ids, int32_t k, bool official,
+                float scale, std::span<int32_t> expert_out, std::span<float> weight_out);
+// K5 epilogue: out = silu(min(g, limit)) · clamp(u, ±limit), elementwise.
+status op_swiglu(std::span<const float> g, std::span<const float> u, float limit, std::span<float> out);
+// K16: out [T, d] = Σ_slots contrib [T, slots, d] (ascending slot) + shared [T, d].
+status op_moe_combine(std::span<const float> contrib, int64_t tokens, int32_t slots, int64_t d,
+                      std::span<const float> shared, std::span<float> out);
+// K11: scores [T, max_rows] of each token's visible compressed rows: q [T, heads, dim], w [T, heads],
+// keys [T, max_rows, dim] (a token's index-K rows, decoded), n_rows [T]; entries past n_rows[t] are 0.
+status op_indexer_scores(std::span<const float> q, int64_t tokens, int64_t heads, int64_t dim, std::span<const float> w,
+                         std::span<const float> keys, int64_t max_rows, std::span<const int32_t> n_rows, float idx_scale,
+                         float head_scale, std::span<float> scores);
+// K9 pooling: out [n, dim] from n closed windows' rings [n, slots, 2·cd] (slots = 2m CSA / m HCA).
+status op_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, int64_t dim, bool overlap,
+                          std::span<float> out);
 // K18 greedy: argmax per row of [rows, vocab], ties to the lowest id.
 status op_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, std::span<int32_t> ids);
 
@@ -65,6 +106,13 @@ struct op_table {
     decltype(&op_hc_post) hc_post;
     decltype(&op_attention) attention;
     decltype(&op_argmax) argmax;
+    decltype(&op_route) route;
+    decltype(&op_swiglu) swiglu;
+    decltype(&op_moe_combine) moe_combine;
+    decltype(&op_encode_rows) encode_rows;
+    decltype(&op_decode_rows) decode_rows;
+    decltype(&op_indexer_scores) indexer_scores;
+    decltype(&op_compressor_pool) compressor_pool;
 };
 const op_table& device_ops();
 const op_table& emulated_ops();

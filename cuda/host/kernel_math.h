@@ -299,4 +299,101 @@ TANDEM_HD float attention_output_element(const float* exp_logits, float denom, i
     return o;
 }
 
+// ---- MoE (model/moe.cpp): K15 routing, SwiGLU, K16 combine --------------------------------------
+
+// sqrt(softplus(x)), torch's softplus threshold 20.
+TANDEM_HD float sqrt_softplus(float x) { return sqrtf(x > 20.0f ? x : log1pf(expf(x))); }
+
+TANDEM_HD float silu(float x) { return x / (1.0f + expf(-x)); }
+// silu(min(g, limit)) · clamp(u, −limit, limit), std::min / std::clamp semantics.
+TANDEM_HD float swiglu(float g, float u, float limit) {
+    const float gc = limit < g ? limit : g;
+    const float uc = u < -limit ? -limit : (limit < u ? limit : u);
+    return silu(gc) * uc;
+}
+
+// `a` ranks before `b`: larger value first, lower index first on equal values — a strict total
+// order on distinct indices, so any selection algorithm returns the same ids in the same order.
+TANDEM_HD bool route_before(float va, int32_t a, float vb, int32_t b) { return va > vb || (va == vb && a < b); }
+
+// The k best of v[0..n) in that order (k ≤ n ≤ 65536; k ≤ 16). O(n·k): a decode-sized top-k.
+TANDEM_HD void route_top_k(const float* v, int32_t n, int32_t k, int32_t* out) {
+    for (int32_t s = 0; s < k; ++s) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < n; ++e) {
+            bool taken = false;
+            for (int32_t t = 0; t < s; ++t) taken |= out[t] == e;
+            if (taken) continue;
+            if (best < 0 || route_before(v[e], e, v[best], best)) best = e;
+        }
+        out[s] = best;
+    }
+}
+
+// Routing weights of the selected experts `sel` (selection order: top-k order, or tid2eid's
+// order for hash layers): s[e] / (Σ_sel s, in selection order, + 1e-20 unless official) × scale.
+// Then (expert, weight) pairs sorted by expert id, as the CPU's std::sort of pairs.
+TANDEM_HD void route_weights(const float* s, const int32_t* sel, int32_t k, bool official, float scale,
+                             int32_t* expert, float* weight) {
+    float sum = 0.0f;
+    for (int32_t i = 0; i < k; ++i) sum += s[sel[i]];
+    const float denom = official ? sum : sum + 1e-20f;
+    for (int32_t i = 0; i < k; ++i) {
+        expert[i] = sel[i];
+        weight[i] = s[sel[i]] / denom * scale;
+    }
+    for (int32_t i = 1; i < k; ++i)  // insertion sort by (expert, weight): k is tiny
+        for (int32_t j = i; j > 0 && (expert[j] < expert[j - 1] || (expert[j] == expert[j - 1] && weight[j] < weight[j - 1])); --j) {
+            const int32_t te = expert[j];
+            expert[j] = expert[j - 1];
+            expert[j - 1] = te;
+            const float tw = weight[j];
+            weight[j] = weight[j - 1];
+            weight[j - 1] = tw;
+        }
+}
+
+// out[j] = (0 + contrib[0][j] + contrib[1][j] + …) + shared[j]: routed experts in ascending id
+// (their slots are already in that order), the shared expert last.
+template <typename Contrib>
+TANDEM_HD float moe_combine_element(Contrib contrib, int32_t slots, float shared) {
+    float acc = 0.0f;
+    for (int32_t sl = 0; sl < slots; ++sl) acc += contrib(sl);
+    return acc + shared;
+}
+
+// ---- lightning indexer and compressors (model/attention.cpp) --------------------------------------
+
+// K11: the score of one compressed row for one token: Σ_h (max(dot(q_h, key), 0) · idx_scale) ·
+// (w_h · head_scale), ascending h, each dot in fixed_dot's order (select_rows).
+TANDEM_HD float indexer_score(const float* q, const float* key, int64_t heads, int64_t dim, const float* w,
+                              float idx_scale, float head_scale) {
+    float sc = 0.0f;
+    for (int64_t h = 0; h < heads; ++h) {
+        const float dp = fixed_dot(q + h * dim, key, dim);
+        sc += ((dp < 0.0f ? 0.0f : dp) * idx_scale) * (w[h] * head_scale);
+    }
+    return sc;
+}
+
+// K9: one feature e of a closed compressor window (pool_window): softmax over the window's slots
+// of score = ring[slot][cd + off + e], weighted sum of kv = ring[slot][off + e]. Slots in order:
+// CSA (overlap) the previous window's m rows at offset 0, then the current m rows at offset D;
+// HCA the m rows at offset 0. Rows of the ring are F = 2·cd floats, cd = (overlap ? 2 : 1)·D.
+TANDEM_HD float compressor_pool_feature(const float* ring, int64_t m, int64_t dim, bool overlap, int64_t e) {
+    const int64_t cd = (overlap ? 2 : 1) * dim, F = 2 * cd, n = overlap ? 2 * m : m;
+    // Slot j is ring row j (CSA: rows 0..m−1 the previous window, m..2m−1 the current one).
+    auto off_of = [m, dim, overlap](int64_t j) { return overlap && j >= m ? dim : int64_t{0}; };
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+        const float v = ring[j * F + cd + off_of(j) + e];
+        mx = mx < v ? v : mx;
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) sum += expf(ring[j * F + cd + off_of(j) + e] - mx);
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n; ++j) acc += ring[j * F + off_of(j) + e] * (expf(ring[j * F + cd + off_of(j) + e] - mx) / sum);
+    return acc;
+}
+
 }  // namespace tandem::kmath

@@ -2,6 +2,7 @@
 // host loops with the kernels' decomposition (one "thread" per output, the same serial parts),
 // behind the same op signatures as the device (cuda_ops.h). CI runs the parity harness on it.
 #include <string>
+#include <vector>
 
 #include "cuda/host/cuda_ops.h"
 
@@ -132,17 +133,114 @@ status emu_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, st
     return status::ok();
 }
 
+status emu_route(std::span<const float> logits, int64_t tokens, int64_t experts, std::span<const float> bias,
+                 std::span<const int32_t> tid2eid, std::span<const int32_t> token_ids, int32_t kk, bool official,
+                 float scale, std::span<int32_t> expert_out, std::span<float> weight_out) {
+    if (kk < 1 || kk > 16 || kk > experts) return make_error(error_code::invalid_argument, "K15 route: k outside [1, min(16, experts)]");
+    if (static_cast<int64_t>(logits.size()) != tokens * experts || static_cast<int64_t>(expert_out.size()) != tokens * kk ||
+        weight_out.size() != expert_out.size())
+        return size_error("K15 route");
+    const bool hash = !tid2eid.empty();
+    if (hash && static_cast<int64_t>(token_ids.size()) != tokens) return size_error("K15 route: token ids");
+    if (!hash && !bias.empty() && static_cast<int64_t>(bias.size()) != experts) return size_error("K15 route: bias");
+    std::vector<float> s(static_cast<size_t>(experts)), b(s.size());
+    int32_t sel[16];
+    for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t e = 0; e < experts; ++e) {
+            s[e] = k::sqrt_softplus(logits[t * experts + e]);
+            b[e] = !hash && !bias.empty() ? s[e] + bias[e] : s[e];
+        }
+        if (hash) {
+            const int64_t vocab = static_cast<int64_t>(tid2eid.size()) / kk;
+            if (token_ids[t] < 0 || token_ids[t] >= vocab) return make_error(error_code::out_of_range, "K15 route: token id outside tid2eid");
+            for (int32_t i = 0; i < kk; ++i) {
+                sel[i] = tid2eid[static_cast<int64_t>(token_ids[t]) * kk + i];
+                if (sel[i] < 0 || sel[i] >= experts) return make_error(error_code::out_of_range, "K15 route: tid2eid names an unknown expert");
+            }
+        } else {
+            k::route_top_k(b.data(), static_cast<int32_t>(experts), kk, sel);
+        }
+        k::route_weights(s.data(), sel, kk, official, scale, &expert_out[t * kk], &weight_out[t * kk]);
+    }
+    return status::ok();
+}
+
+status emu_swiglu(std::span<const float> g, std::span<const float> u, float limit, std::span<float> out) {
+    if (u.size() != g.size() || out.size() != g.size()) return size_error("swiglu");
+    for (size_t i = 0; i < g.size(); ++i) out[i] = k::swiglu(g[i], u[i], limit);
+    return status::ok();
+}
+
+status emu_moe_combine(std::span<const float> contrib, int64_t tokens, int32_t slots, int64_t d,
+                       std::span<const float> shared, std::span<float> out) {
+    if (static_cast<int64_t>(contrib.size()) != tokens * slots * d || static_cast<int64_t>(shared.size()) != tokens * d ||
+        out.size() != shared.size())
+        return size_error("K16 combine");
+    for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t j = 0; j < d; ++j) {
+            const float* c = &contrib[t * slots * d + j];
+            out[t * d + j] = k::moe_combine_element([c, d](int32_t sl) { return c[sl * d]; }, slots, shared[t * d + j]);
+        }
+    return status::ok();
+}
+
+status emu_encode_rows(const k::row_codec& f, std::span<const float> values, std::span<uint8_t> rows) {
+    if (f.dims <= 0 || f.bytes <= 0) return make_error(error_code::invalid_argument, "encode rows: empty row format");
+    const int64_t n = static_cast<int64_t>(values.size()) / f.dims;
+    if (static_cast<int64_t>(values.size()) != n * f.dims || static_cast<int64_t>(rows.size()) != n * f.bytes)
+        return size_error("encode rows");
+    for (int64_t r = 0; r < n; ++r) k::encode_row(f, &values[r * f.dims], &rows[r * f.bytes]);
+    return status::ok();
+}
+
+status emu_decode_rows(const k::row_codec& f, std::span<const uint8_t> rows, std::span<float> values) {
+    if (f.dims <= 0 || f.bytes <= 0) return make_error(error_code::invalid_argument, "decode rows: empty row format");
+    const int64_t n = static_cast<int64_t>(rows.size()) / f.bytes;
+    if (static_cast<int64_t>(rows.size()) != n * f.bytes || static_cast<int64_t>(values.size()) != n * f.dims)
+        return size_error("decode rows");
+    for (int64_t r = 0; r < n; ++r) k::decode_row(f, &rows[r * f.bytes], &values[r * f.dims]);
+    return status::ok();
+}
+
+status emu_indexer_scores(std::span<const float> q, int64_t tokens, int64_t heads, int64_t dim, std::span<const float> w,
+                          std::span<const float> keys, int64_t max_rows, std::span<const int32_t> n_rows, float idx_scale,
+                          float head_scale, std::span<float> scores) {
+    if (static_cast<int64_t>(q.size()) != tokens * heads * dim || static_cast<int64_t>(w.size()) != tokens * heads ||
+        static_cast<int64_t>(keys.size()) != tokens * max_rows * dim || static_cast<int64_t>(n_rows.size()) != tokens ||
+        static_cast<int64_t>(scores.size()) != tokens * max_rows)
+        return size_error("K11 indexer");
+    for (int64_t t = 0; t < tokens; ++t) {
+        if (n_rows[t] < 0 || n_rows[t] > max_rows) return make_error(error_code::out_of_range, "K11 indexer: row count outside [0, max_rows]");
+        for (int64_t row = 0; row < max_rows; ++row)
+            scores[t * max_rows + row] = row < n_rows[t] ? k::indexer_score(&q[t * heads * dim], &keys[(t * max_rows + row) * dim],
+                                                                             heads, dim, &w[t * heads], idx_scale, head_scale)
+                                                         : 0.0f;
+    }
+    return status::ok();
+}
+
+status emu_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, int64_t dim, bool overlap, std::span<float> out) {
+    const int64_t slots = overlap ? 2 * m : m, F = 2 * (overlap ? 2 : 1) * dim;
+    if (static_cast<int64_t>(rings.size()) != n * slots * F || static_cast<int64_t>(out.size()) != n * dim) return size_error("K9 pool");
+    for (int64_t win = 0; win < n; ++win)
+        for (int64_t e = 0; e < dim; ++e) out[win * dim + e] = k::compressor_pool_feature(&rings[win * slots * F], m, dim, overlap, e);
+    return status::ok();
+}
+
 }  // namespace
 
 const op_table& device_ops() {
-    static const op_table t{"device",  op_embed_expand, op_linear,  op_rms_norm, op_qdq_fp8,
-                            op_rope,   op_hc_pre,       op_hc_post, op_attention, op_argmax};
+    static const op_table t{"device",   op_embed_expand, op_linear,  op_rms_norm,  op_qdq_fp8, op_rope,
+                            op_hc_pre,  op_hc_post,      op_attention, op_argmax, op_route,  op_swiglu,
+                            op_moe_combine, op_encode_rows, op_decode_rows, op_indexer_scores, op_compressor_pool};
     return t;
 }
 
 const op_table& emulated_ops() {
-    static const op_table t{"host emulation", emu_embed_expand, emu_linear,  emu_rms_norm,  emu_qdq_fp8,
-                            emu_rope,         emu_hc_pre,       emu_hc_post, emu_attention, emu_argmax};
+    static const op_table t{"host emulation", emu_embed_expand, emu_linear,    emu_rms_norm, emu_qdq_fp8,
+                            emu_rope,         emu_hc_pre,       emu_hc_post,   emu_attention, emu_argmax,
+                            emu_route,        emu_swiglu,       emu_moe_combine, emu_encode_rows, emu_decode_rows,
+                            emu_indexer_scores, emu_compressor_pool};
     return t;
 }
 

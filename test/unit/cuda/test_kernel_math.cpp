@@ -4,11 +4,14 @@
 // device compiler — is tier 1/2 of the parity harness (test/cuda/cuda_parity.cpp) on a GPU.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "../../cuda/attention_reference.h"  // model/attention.cpp restated (its loops are file-local)
+#include "../../cuda/moe_reference.h"        // model/moe.cpp restated (its helpers are file-local)
 #include "cache/codec.h"
 #include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
@@ -261,4 +264,103 @@ TEST_CASE("kmath attention with sink matches an fp64 oracle within fp32 rounding
     std::vector<float> l2(static_cast<size_t>(K), 0.0f);
     const float d2 = km::attention_softmax(l2.data(), K, 80.0f);
     CHECK(km::attention_output_element(l2.data(), d2, K, [&](int64_t j) { return &keys[j * D]; }, 0) == doctest::Approx(0.0).epsilon(1e-20));
+}
+
+
+TEST_CASE("kmath MoE routing: top-k order, ties and weights equal model/moe.cpp's") {
+    std::mt19937 rng(99);
+    for (int trial = 0; trial < 200; ++trial) {
+        const int32_t E = trial % 2 ? 256 : 16, k = trial % 2 ? 6 : 2;
+        auto logits = random_floats(static_cast<size_t>(E), 1000 + static_cast<uint32_t>(trial), 3.0f);
+        // Plant exact ties (and values past the softplus threshold) in some trials.
+        if (trial % 3 == 0)
+            for (int i = 0; i < 8; ++i) logits[rng() % E] = logits[0];
+        if (trial % 5 == 0) logits[rng() % E] = 25.0f;
+        std::vector<float> s(static_cast<size_t>(E)), biased(s.size());
+        auto bias = random_floats(static_cast<size_t>(E), 7, 0.1f);
+        for (int32_t e = 0; e < E; ++e) {
+            s[e] = moe_cpu::sqrt_softplus(logits[e]);
+            CHECK(bits(km::sqrt_softplus(logits[e])) == bits(s[e]));
+            biased[e] = trial % 3 == 0 ? s[e] : s[e] + bias[e];  // unbiased: ties survive
+        }
+        const std::vector<int32_t> want = moe_cpu::top_k(biased, k);
+        int32_t got[16];
+        km::route_top_k(biased.data(), E, k, got);
+        for (int32_t i = 0; i < k; ++i) CHECK(got[i] == want[i]);
+
+        for (bool official : {false, true}) {
+            float sum = 0.0f;
+            for (int32_t e : want) sum += s[e];
+            const float denom = official ? sum : sum + 1e-20f;
+            std::vector<std::pair<int32_t, float>> rt;
+            for (int32_t e : want) rt.emplace_back(e, s[e] / denom * 2.5f);
+            std::sort(rt.begin(), rt.end());
+            int32_t ex[16];
+            float wt[16];
+            km::route_weights(s.data(), want.data(), k, official, 2.5f, ex, wt);
+            for (int32_t i = 0; i < k; ++i) {
+                CHECK(ex[i] == rt[static_cast<size_t>(i)].first);
+                CHECK(bits(wt[i]) == bits(rt[static_cast<size_t>(i)].second));
+            }
+        }
+    }
+}
+
+TEST_CASE("kmath SwiGLU (clamped) and the MoE combine order equal model/moe.cpp's") {
+    auto g = random_floats(4096, 31, 8.0f), u = random_floats(4096, 32, 8.0f);
+    g[0] = 10.0f;
+    g[1] = 1e9f;
+    u[2] = -1e9f;
+    for (size_t i = 0; i < g.size(); ++i) CHECK(bits(km::swiglu(g[i], u[i], 10.0f)) == bits(moe_cpu::swiglu(g[i], u[i], 10.0f)));
+    const int32_t slots = 6;
+    auto contrib = random_floats(static_cast<size_t>(slots * 64), 33), shared = random_floats(64, 34);
+    for (int64_t j = 0; j < 64; ++j) {
+        float acc = 0.0f;
+        for (int32_t sl = 0; sl < slots; ++sl) acc += contrib[sl * 64 + j];
+        const float want = acc + shared[j];
+        const float* c = &contrib[j];
+        CHECK(bits(km::moe_combine_element([c](int32_t sl) { return c[sl * 64]; }, slots, shared[j])) == bits(want));
+    }
+}
+
+TEST_CASE("kmath attention, indexer scores and compressor pooling equal model/attention.cpp's loops bit for bit") {
+    // Attention (one token, one head) against attend()'s loop over cpu::dots / cpu::axpy.
+    for (int64_t K : {1, 7, 64, 300}) {
+        const int64_t D = 128;
+        auto q = random_floats(static_cast<size_t>(D), 70 + static_cast<uint32_t>(K));
+        auto keys = random_floats(static_cast<size_t>(K * D), 71 + static_cast<uint32_t>(K));
+        std::vector<const float*> kp;
+        for (int64_t j = 0; j < K; ++j) kp.push_back(&keys[j * D]);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D)), sink = 0.3f;
+        std::vector<float> want(static_cast<size_t>(D));
+        attention_cpu::attend(q.data(), kp, D, scale, sink, want.data());
+        std::vector<float> logits(static_cast<size_t>(K));
+        for (int64_t j = 0; j < K; ++j) logits[j] = km::fixed_dot(q.data(), kp[j], D) * scale;
+        const float denom = km::attention_softmax(logits.data(), K, sink);
+        for (int64_t e = 0; e < D; ++e)
+            CHECK(bits(km::attention_output_element(logits.data(), denom, K, [&](int64_t j) { return kp[j]; }, e)) == bits(want[e]));
+    }
+    // Indexer scores: 64 heads × 128 dims, ReLU zeros included.
+    const int64_t Hi = 64, Di = 128;
+    auto qi = random_floats(static_cast<size_t>(Hi * Di), 80), iw = random_floats(static_cast<size_t>(Hi), 81);
+    const float idx_scale = 1.0f / std::sqrt(128.0f), head_scale = 1.0f / 8.0f;
+    for (int row = 0; row < 20; ++row) {
+        auto key = random_floats(static_cast<size_t>(Di), 82 + static_cast<uint32_t>(row));
+        CHECK(bits(km::indexer_score(qi.data(), key.data(), Hi, Di, iw.data(), idx_scale, head_scale)) ==
+              bits(attention_cpu::indexer_score(qi.data(), key.data(), Hi, Di, iw.data(), idx_scale, head_scale)));
+    }
+    // Compressor pooling: CSA (overlap, 2m slots, the previous window still at −inf scores as in a
+    // fresh ring) and HCA.
+    for (bool overlap : {true, false}) {
+        const int64_t m = overlap ? 4 : 8, D = 64, cd = (overlap ? 2 : 1) * D, F = 2 * cd, slots = overlap ? 2 * m : m;
+        for (bool fresh : {false, true}) {
+            auto ring = random_floats(static_cast<size_t>(slots * F), 90 + static_cast<uint32_t>(m), 2.0f);
+            if (fresh && overlap)
+                for (int64_t j = 0; j < m; ++j)
+                    for (int64_t e = 0; e < cd; ++e) ring[j * F + cd + e] = -INFINITY;
+            std::vector<float> want(static_cast<size_t>(D));
+            attention_cpu::pool_window(m, D, overlap, ring.data(), want.data());
+            for (int64_t e = 0; e < D; ++e) CHECK(bits(km::compressor_pool_feature(ring.data(), m, D, overlap, e)) == bits(want[e]));
+        }
+    }
 }

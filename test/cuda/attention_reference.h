@@ -1,0 +1,55 @@
+// test/cuda/attention_reference.h — model/attention.cpp's indexer score, compressor pooling and
+// attention loops restated line for line for the CUDA tests (attention.cpp keeps them inside its
+// attention_pass / file-local functions; the model's attention output itself is covered end to
+// end by test/unit/model's golden tests). If attention.cpp changes its order, change it here too.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "cpu/kernels.h"
+
+namespace attention_cpu {
+
+// select_rows: one compressed row's score for one token.
+inline float indexer_score(const float* qi, const float* key, int64_t heads, int64_t dim, const float* iw,
+                           float idx_scale, float head_scale) {
+    float sc = 0.0f;
+    for (int64_t h = 0; h < heads; ++h) {
+        const float dp = tandem::cpu::dot(qi + h * dim, key, dim);
+        sc += (std::max(dp, 0.0f) * idx_scale) * (iw[h] * head_scale);
+    }
+    return sc;
+}
+
+// pool_window.
+inline void pool_window(int64_t m, int64_t D, bool overlap, const float* ring, float* out) {
+    const int64_t cd = (overlap ? 2 : 1) * D, F = 2 * cd, n = (overlap ? 2 : 1) * m;
+    auto at = [&](int64_t i) { return ring + i * F + (i >= m ? D : 0); };
+    for (int64_t e = 0; e < D; ++e) {
+        float mx = -INFINITY;
+        for (int64_t i = 0; i < n; ++i) mx = std::max(mx, at(i)[cd + e]);
+        float sum = 0.0f;
+        for (int64_t i = 0; i < n; ++i) sum += std::exp(at(i)[cd + e] - mx);
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n; ++i) acc += at(i)[e] * (std::exp(at(i)[cd + e] - mx) / sum);
+        out[e] = acc;
+    }
+}
+
+// attend, one (token, head), before the inverse RoPE.
+inline void attend(const float* qh, const std::vector<const float*>& keys, int64_t D, float scale, float sink, float* oh) {
+    std::vector<float> logit(keys.size());
+    tandem::cpu::dots(qh, keys.data(), static_cast<int64_t>(keys.size()), D, logit.data());
+    float mx = sink;
+    for (size_t j = 0; j < keys.size(); ++j) mx = std::max(mx, logit[j] = logit[j] * scale);
+    float denom = 0.0f;
+    for (size_t j = 0; j < keys.size(); ++j) denom += (logit[j] = std::exp(logit[j] - mx));
+    denom += std::exp(sink - mx);
+    for (int64_t e = 0; e < D; ++e) oh[e] = 0.0f;
+    for (size_t j = 0; j < keys.size(); ++j) tandem::cpu::axpy(logit[j] / denom, keys[j], oh, D);
+}
+
+}  // namespace attention_cpu
