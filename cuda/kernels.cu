@@ -171,6 +171,13 @@ __global__ void compressor_pool_kernel(const float* rings, int64_t m, int64_t di
     out[win * dim + e] = k::compressor_pool_feature(rings + win * slots * F, m, dim, overlap, e);
 }
 
+__global__ void official_sim_kernel(official_sim kind, float* x, int64_t rows, int64_t dim, int64_t nope) {
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    if (kind == official_sim::kv_fp8) k::kv_fp8_sim(x + r * dim, nope, dim);
+    else k::indexer_fp4_sim(x + r * dim, dim);
+}
+
 __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* ids) {
     if (threadIdx.x != 0) return;
     const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -561,6 +568,18 @@ status op_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, in
                                                                                              overlap, dout->get<float>());
     TANDEM_RETURN_IF_ERROR(finish("K9 compressor pool kernel"));
     return download(*dout, out, "K9: out");
+}
+
+status op_official_sim(official_sim kind, std::span<float> x, int64_t dim, int64_t nope) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    if (dim <= 0 || (kind == official_sim::indexer_fp4 && (dim & (dim - 1)) != 0) || nope < 0 || nope > dim)
+        return make_error(error_code::invalid_argument, "official simulation: bad row shape");
+    const int64_t rows = static_cast<int64_t>(x.size()) / dim;
+    TANDEM_RETURN_IF_ERROR(check_size(x.size(), rows * dim, "official simulation: x"));
+    TANDEM_TRY_ASSIGN(dx, upload(std::span<const float>(x.data(), x.size()), "official simulation: x"));
+    if (rows > 0) official_sim_kernel<<<blocks_for(rows, 64), 64>>>(kind, dx->get<float>(), rows, dim, nope);
+    TANDEM_RETURN_IF_ERROR(finish("official simulation kernel"));
+    return download(*dx, x, "official simulation: download");
 }
 
 result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batch, int repeats) {

@@ -3,7 +3,7 @@
 #
 #   tools/gpu_check.sh pack   (here, on the CPU machine) builds build/ and copies the check
 #                             binaries and the shared libraries the GPU image lacks into
-#                             gpu_bundle/ (ignored by git; ~2 MiB) — carry it to the GPU machine.
+#                             gpu_bundle/ (ignored by git; ~3 MiB) — carry it to the GPU machine.
 #   tools/gpu_check.sh        (there) runs, each under its own timeout, from gpu_bundle/ (or from
 #                             build/ when it was built there):
 #                               cuda_self_test                 one kernel vs the CPU

@@ -9,8 +9,13 @@ tokens (greedy). Prints the TTFT of turn 1 and of turns 2+ on each server, the r
 cache ÷ no cache for turns 2+ (issue #11's goal: <= 0.15 on `small` with 4k histories), the
 cache's hit ratio from /metrics, and checks that both servers produced the same tokens.
 
+With `--host-tier` a third server runs the cache with the host tier and the test-only switch
+cache.test_host_evict_on_release: every request end evicts the pool's cached pages to host
+memory, so every hit of turns 2+ loads its pages back layer by layer (the host tier's worst
+case); it prints that server's turns-2+ ratio, the pages it loaded and its mean load latency.
+
     .venv/bin/python bench/cache/bench_prefix_cache.py [--model models/small] [--sessions 8]
-        [--turns 6] [--history 4096] [--message 64] [--gen 32]
+        [--turns 6] [--history 4096] [--message 64] [--gen 32] [--host-tier]
 """
 import argparse
 import json
@@ -64,11 +69,16 @@ def main():
     ap.add_argument("--message", type=int, default=64)
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--host-tier", action="store_true")
     args = ap.parse_args()
     common = ["--set", "cache.memory_bytes=2147483648", "--set", "scheduler.max_prefill_tokens=2048",
               "--set", "scheduler.max_running_requests=16"]
     setups = [("no cache", common + ["--set", "cache.prefix_cache=false"]),
               ("cache", common + ["--set", "cache.prefix_cache=true"])]
+    if args.host_tier:
+        setups.append(("host", common + ["--set", "cache.prefix_cache=true",
+                                         "--set", "cache.host_memory_bytes=4294967296",
+                                         "--set", "cache.test_host_evict_on_release=true"]))
     servers = [(name, *start_server(args.binary, args.model, extra)) for name, extra in setups]
     rng = random.Random(args.seed)
     system = [0] + [rng.randrange(100, 20000) for _ in range(args.history - 1)]
@@ -94,11 +104,16 @@ def main():
                 print(f"turn {t + 1} {name:8s}: TTFT median {statistics.median(ttfts[name][t]):8.2f} s "
                       f"(prompt ~{len(hist[0]) - args.gen} tokens)", flush=True)
         hit_ratio = metric(servers[1][2], "tandem_prefix_cache_hit_ratio")
+        if args.host_tier:
+            url = servers[2][2]
+            loaded = metric(url, "tandem_prefix_cache_host_loaded_pages_total")
+            loads = metric(url, "tandem_prefix_cache_host_load_seconds_count")
+            load_s = metric(url, "tandem_prefix_cache_host_load_seconds_sum")
     finally:
         for _, proc, _ in servers:
             proc.terminate()
             proc.wait(60)
-    same = outputs["no cache"] == outputs["cache"]
+    same = all(outputs[name] == outputs["no cache"] for name in outputs)
     later = {name: [x for t in range(1, args.turns) for x in ttfts[name][t]] for name in ttfts}
     base, cached = statistics.mean(later["no cache"]), statistics.mean(later["cache"])
     print(f"\nsessions {args.sessions}, turns {args.turns}, history {args.history}, "
@@ -108,7 +123,12 @@ def main():
     print(f"turns 2+ TTFT mean: no cache {base:.2f} s, cache {cached:.2f} s, "
           f"ratio cache / no cache = {cached / base:.3f}")
     print(f"hit ratio (hit tokens / lookup tokens): {hit_ratio:.3f}")
-    print(f"tokens identical with and without the cache: {same}")
+    if args.host_tier:
+        host = statistics.mean(later["host"])
+        print(f"turns 2+ TTFT mean with every hit loaded from the host tier: {host:.2f} s, "
+              f"ratio host / no cache = {host / base:.3f}; {loaded:.0f} pages loaded in "
+              f"{loads:.0f} loads, mean load {1000 * load_s / max(loads, 1):.1f} ms")
+    print(f"tokens identical with and without the cache{' and host tier' if args.host_tier else ''}: {same}")
     return 0 if same else 1
 
 

@@ -49,6 +49,10 @@ status op_linear(std::span<const float> x, int64_t rows, const kmath::weight_vie
 status op_rms_norm(std::span<const float> x, int64_t rows, int64_t n, const float* weight, float eps, std::span<float> y);
 // K3/K4 official activation QDQ: FP8 e4m3 blocks of `block` with a power-of-two scale, in place.
 status op_qdq_fp8(std::span<float> x, int64_t block, float amax_floor);
+// numerics = "official" simulations, per row of `dim` in place: K8 kv (FP8 per 64 over the first
+// `nope` dims, bf16 for the rest) or K9/K10 indexer (Hadamard + FP4 per 32; dim a power of two).
+enum class official_sim : uint8_t { kv_fp8, indexer_fp4 };
+status op_official_sim(official_sim kind, std::span<float> x, int64_t dim, int64_t nope);
 // K7/K8/K13 epilogue: rotate the last 2·inv_freq.size() dims of each [rows, heads, dim] head at
 // pos[row]; inverse = true undoes it.
 status op_rope(std::span<float> x, int64_t rows, int64_t heads, int64_t dim, std::span<const float> inv_freq,
@@ -113,6 +117,7 @@ struct op_table {
     decltype(&op_decode_rows) decode_rows;
     decltype(&op_indexer_scores) indexer_scores;
     decltype(&op_compressor_pool) compressor_pool;
+    decltype(&op_official_sim) official_sim;
 };
 const op_table& device_ops();
 const op_table& emulated_ops();

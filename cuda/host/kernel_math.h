@@ -396,4 +396,40 @@ TANDEM_HD float compressor_pool_feature(const float* ring, int64_t m, int64_t di
     return acc;
 }
 
+// ---- official numerics simulations of the q/kv/indexer paths (model/numerics.h) -----------------
+
+// Walsh–Hadamard transform in Sylvester order, then × n^-1/2; n a power of two (hadamard_transform).
+TANDEM_HD void hadamard_transform(float* x, int64_t n) {
+    for (int64_t h = 1; h < n; h *= 2)
+        for (int64_t i = 0; i < n; i += 2 * h)
+            for (int64_t j = i; j < i + h; ++j) {
+                const float a = x[j], b = x[j + h];
+                x[j] = a + b;
+                x[j + h] = a - b;
+            }
+    const float scale = 1.0f / sqrtf(static_cast<float>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+// FP4 e2m1 QDQ of one block with a power-of-two scale (amax floor 6·2^-126).
+TANDEM_HD void qdq_e2m1_block(float* x, int64_t n) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) amax = amax < fabsf(x[i]) ? fabsf(x[i]) : amax;
+    const float s = pow2_block_scale(amax, ldexpf(6.0f, -126), 6.0f);
+    for (int64_t i = 0; i < n; ++i) {
+        float v = x[i] / s;
+        v = v < -6.0f ? -6.0f : (v > 6.0f ? 6.0f : v);
+        x[i] = e2m1_to_f32(f32_to_e2m1(v)) * s;
+    }
+}
+// K10 official: Hadamard rotation then FP4 in blocks of 32 (indexer_fp4_sim).
+TANDEM_HD void indexer_fp4_sim(float* x, int64_t n) {
+    hadamard_transform(x, n);
+    for (int64_t b0 = 0; b0 < n; b0 += 32) qdq_e2m1_block(x + b0, n - b0 < 32 ? n - b0 : 32);
+}
+// K8 official: FP8 QDQ per 64 over the nope dims, the rope dims rounded to bf16 (kv_fp8_sim).
+TANDEM_HD void kv_fp8_sim(float* x, int64_t n_nope, int64_t n_total) {
+    for (int64_t b0 = 0; b0 < n_nope; b0 += 64) qdq_e4m3_block(x + b0, n_nope - b0 < 64 ? n_nope - b0 : 64, 1e-4f);
+    for (int64_t i = n_nope; i < n_total; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
 }  // namespace tandem::kmath

@@ -227,12 +227,25 @@ status emu_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, i
     return status::ok();
 }
 
+status emu_official_sim(official_sim kind, std::span<float> x, int64_t dim, int64_t nope) {
+    if (dim <= 0 || (kind == official_sim::indexer_fp4 && (dim & (dim - 1)) != 0) || nope < 0 || nope > dim)
+        return make_error(error_code::invalid_argument, "official simulation: bad row shape");
+    const int64_t rows = static_cast<int64_t>(x.size()) / dim;
+    if (rows * dim != static_cast<int64_t>(x.size())) return size_error("official simulation");
+    for (int64_t r = 0; r < rows; ++r) {
+        if (kind == official_sim::kv_fp8) k::kv_fp8_sim(&x[r * dim], nope, dim);
+        else k::indexer_fp4_sim(&x[r * dim], dim);
+    }
+    return status::ok();
+}
+
 }  // namespace
 
 const op_table& device_ops() {
     static const op_table t{"device",   op_embed_expand, op_linear,  op_rms_norm,  op_qdq_fp8, op_rope,
                             op_hc_pre,  op_hc_post,      op_attention, op_argmax, op_route,  op_swiglu,
-                            op_moe_combine, op_encode_rows, op_decode_rows, op_indexer_scores, op_compressor_pool};
+                            op_moe_combine, op_encode_rows, op_decode_rows, op_indexer_scores, op_compressor_pool,
+                            op_official_sim};
     return t;
 }
 
@@ -240,7 +253,7 @@ const op_table& emulated_ops() {
     static const op_table t{"host emulation", emu_embed_expand, emu_linear,    emu_rms_norm, emu_qdq_fp8,
                             emu_rope,         emu_hc_pre,       emu_hc_post,   emu_attention, emu_argmax,
                             emu_route,        emu_swiglu,       emu_moe_combine, emu_encode_rows, emu_decode_rows,
-                            emu_indexer_scores, emu_compressor_pool};
+                            emu_indexer_scores, emu_compressor_pool, emu_official_sim};
     return t;
 }
 

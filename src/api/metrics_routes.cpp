@@ -37,6 +37,20 @@ void render_prefix_cache_metrics(std::string& text, const engine::prefix_cache_c
     metric(text, "tandem_prefix_cache_restore_failures_total", "counter",
            "Snapshots that failed verification (the request recomputed instead)",
            p.restore_failures);
+    if (!p.host_enabled) return;
+    metric(text, "tandem_prefix_cache_host_bytes_total", "gauge",
+           "Host-tier capacity in bytes (whole pages)", p.host_bytes_total);
+    metric(text, "tandem_prefix_cache_host_bytes_used", "gauge",
+           "Host-tier bytes holding history pages", p.host_bytes_used);
+    metric(text, "tandem_prefix_cache_host_loaded_pages_total", "counter",
+           "Pages loaded back from the host tier into the pool (host hits)", p.host_loaded_pages);
+    metric(text, "tandem_prefix_cache_evicted_to_host_total", "counter",
+           "Pool copies evicted while their host copy stayed", p.evicted_to_host);
+    metric(text, "tandem_prefix_cache_host_evictions_total", "counter",
+           "Host copies dropped (host tier full, flush)", p.host_evictions);
+    text += p.host_load_seconds.render_prometheus(
+        "tandem_prefix_cache_host_load_seconds",
+        "Host-tier load latency: queued to last layer landed (pages + snapshot)");
 }
 
 void labelled(std::string& out, const char* name, const char* help, const char* label,

@@ -1,5 +1,6 @@
 // cache/plan_command.cpp — `tandem plan`: the cache layout and capacity for a config.
 #include "cache/plan_command.h"
+#include "cache/host_tier.h"
 #include "cache/snapshot.h"
 
 #include <cstdio>
@@ -160,7 +161,7 @@ result<cache_plan> make_cache_plan(const model::model_config& model, const std::
     if (!layout.is_ok()) return layout.error();
     auto split = plan_pool_split(*layout, {memory_bytes, max_sequences});
     if (!split.is_ok()) return split.error();
-    return cache_plan{origin, model, *layout, memory_bytes, *split, {}};
+    return cache_plan{origin, model, *layout, memory_bytes, *split, {}, 0, 0};
 }
 
 namespace {
@@ -200,10 +201,16 @@ result<cache_plan> make_cache_plan(const config& cfg, bool report_misfit) {
     auto budget = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction);
     if (!budget.is_ok()) return budget.error();
     auto plan = make_cache_plan(*model, path, *opt, *budget, cfg.scheduler.max_running_requests);
+    if (plan.is_ok() && cfg.cache.prefix_cache) {
+        plan->host_memory_bytes = cfg.cache.host_memory_bytes;
+        plan->snapshot_memory_bytes = cfg.cache.snapshot_memory_bytes > 0
+                                          ? cfg.cache.snapshot_memory_bytes
+                                          : *budget / 8;
+    }
     if (plan.is_ok() || !report_misfit || plan.error().code() != error_code::out_of_range) return plan;
     auto layout = layout_spec::create(*model, *opt);
     if (!layout.is_ok()) return layout.error();
-    cache_plan misfit{path, *model, *layout, *budget, {}, {}};
+    cache_plan misfit{path, *model, *layout, *budget, {}, {}, 0, 0};
     misfit.does_not_fit = describe_misfit(*layout, *budget, cfg.scheduler.max_running_requests, plan.error());
     return misfit;
 }
@@ -264,6 +271,20 @@ std::string render_plan_text(const cache_plan& p) {
                      snap.total, human(static_cast<double>(snap.total)), snap.per_kind[0],
                      snap.per_kind[1], snap.per_kind[2],
                      static_cast<double>(snap.total) / l.bytes_per_token());
+    if (p.snapshot_memory_bytes > 0) {
+        s += fmt::format("  snapshot budget {} B ({}): {} snapshots (host memory, besides the pool)\n",
+                         p.snapshot_memory_bytes, human(static_cast<double>(p.snapshot_memory_bytes)),
+                         p.snapshot_memory_bytes / std::max<int64_t>(snap.total, 1));
+    }
+    if (p.host_memory_bytes > 0) {
+        const int64_t pages = host_tier_pages(l, p.host_memory_bytes);
+        s += fmt::format("  host tier {} B ({}): {} pages = {} tokens of history (every layer and "
+                         "kind; snapshots stay in the snapshot budget)\n",
+                         p.host_memory_bytes, human(static_cast<double>(p.host_memory_bytes)), pages,
+                         pages * l.page_size());
+    } else if (p.snapshot_memory_bytes > 0) {
+        s += "  host tier: off (cache.host_memory_bytes = 0)\n";
+    }
     const capacity c = compute_capacity(p);
     if (!p.does_not_fit.empty()) {
         s += fmt::format("budget {} B ({}) DOES NOT FIT: {}\n", p.memory_bytes,
@@ -317,6 +338,13 @@ std::string render_plan_json(const cache_plan& p) {
     for (int k = 0; k < k_state_kinds; ++k) {
         w.key(state_kind_name(static_cast<state_kind>(k))).value(snap.per_kind[k]);
     }
+    w.end_object();
+    w.key("prefix_cache").begin_object();
+    w.key("snapshot_memory_bytes").value(p.snapshot_memory_bytes);
+    w.key("snapshots").value(p.snapshot_memory_bytes / std::max<int64_t>(snap.total, 1));
+    w.key("host_memory_bytes").value(p.host_memory_bytes);
+    w.key("host_pages").value(host_tier_pages(l, p.host_memory_bytes));
+    w.key("host_tokens").value(host_tier_pages(l, p.host_memory_bytes) * l.page_size());
     w.end_object();
     const capacity c = compute_capacity(p);
     w.key("budget").begin_object();

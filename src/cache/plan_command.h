@@ -28,6 +28,9 @@ struct cache_plan {
     // Set when the budget cannot hold the configured sequence slots and one page: why, and
     // what would fit. Only `tandem plan` builds such a plan; the server refuses to start.
     std::string does_not_fit;
+    // Prefix cache (make_cache_plan(cfg) fills these from [cache]; 0 when off or unknown).
+    int64_t host_memory_bytes = 0;      // cache.host_memory_bytes
+    int64_t snapshot_memory_bytes = 0;  // resolved snapshot budget
 };
 
 // <model.path>/config.json, or model.path itself when it names a .json file.

@@ -11,7 +11,8 @@
 // fingerprint + model fingerprint + numerics mode), which every snapshot header repeats.
 //
 // Rules (check_integrity() asserts them):
-//   every node but the root holds one live, SEALED page (refcount >= 1, matching epoch); no page
+//   every node but the root holds its page in the device pool (one live, SEALED page: refcount
+//     >= 1, matching epoch), in the host tier (a host page id), or both; no device or host page
 //     is held by two nodes; node.depth = parent.depth + P
 //   a snapshot sits only at its own boundary (header.boundary == node depth)
 //   locks: lock(n) counts on every node of root..n, so node.locks >= Σ child.locks; a locked
@@ -20,9 +21,16 @@
 //   match never returns more than floor((len − 1) / P) · P tokens: at least one token is always
 //     recomputed, so no logits are stored; and only a node with a snapshot can be resumed from.
 //
+// Host tier (host_tier.h, optional): every page the tree adopts is written through to a host page
+// on the copy thread. A device page whose store has not landed is never evicted (the copy thread
+// reads it); the caller drains the host tier before evicting (prefix_cache does).
+//
 // Eviction, two families, leaf-first:
-//   history (evict_pages, when the pool runs out): only unlocked leaves whose page the tree alone
-//     holds. Dangling leaves (no snapshot: nothing can resume there) go first, then by score.
+//   history (evict_pages, when the pool runs out): unlocked "device leaves" (no descendant holds
+//     a device page). With a landed host copy only the device copy is dropped — the node stays
+//     and a later match loads it back (attach_loaded); without one the node's subtree goes.
+//     Dangling nodes (no snapshot: nothing can resume there) go first, then by score. When the
+//     host tier is full, host copies go the same way (unlocked, host-only leaves first).
 //   snapshots (whenever their bytes exceed the budget): lowest score first.
 //   score = last use (a tick per match/insert) + tokens saved per page-sized unit of memory held
 //     (depth · page_bytes / bytes held ÷ P): recent and deep-but-small entries stay (Marconi).
@@ -37,6 +45,8 @@
 #include <span>
 #include <vector>
 
+#include "cache/host_tier.h"
+#include "cache/layer_gate.h"
 #include "cache/page_pool.h"
 #include "cache/snapshot.h"
 
@@ -53,6 +63,10 @@ struct prefix_tree_stats {
     int64_t snapshot_bytes = 0;
     int64_t evicted_pages = 0;       // history family
     int64_t evicted_snapshots = 0;   // snapshot family (budget, history eviction, flush)
+    int64_t host_pages_held = 0;     // host copies the tree holds (stored or being stored)
+    int64_t evicted_to_host = 0;     // device copies dropped while the host copy stayed
+    int64_t host_evictions = 0;      // host copies dropped (host tier full, flush)
+    int64_t host_store_skipped = 0;  // pages not written through (host tier full of locked pages)
 };
 
 class prefix_tree {
@@ -62,11 +76,17 @@ public:
     struct match_result {
         int64_t tokens = 0;                    // resumable prefix length (a page multiple)
         node* at = nullptr;                    // the node at `tokens` (null when 0)
-        std::vector<page_ref> pages;           // history pages [0, tokens / P)
+        std::vector<page_ref> pages;           // history pages [0, tokens / P); invalid: host only
+        std::vector<int32_t> host_pages;       // the host copy of each page (-1: none)
+        std::vector<node*> path;               // the node of each page
+        // Loads (of other requests) still writing some of `pages`: the matcher waits on them too.
+        std::vector<std::shared_ptr<const load_ticket>> loading;
         const boundary_snapshot* snapshot = nullptr;
+        std::shared_ptr<const boundary_snapshot> snapshot_ref;  // keeps it alive for a load
     };
 
-    prefix_tree(page_pool& pool, uint64_t cache_key, prefix_tree_options opt);
+    prefix_tree(page_pool& pool, uint64_t cache_key, prefix_tree_options opt,
+                host_tier* host = nullptr);
     ~prefix_tree();  // releases every page it holds; the pool must outlive the tree
     prefix_tree(const prefix_tree&) = delete;
     prefix_tree& operator=(const prefix_tree&) = delete;
@@ -93,6 +113,12 @@ public:
     bool contains(std::span<const int32_t> tokens) const { return find(tokens) != nullptr; }
     bool has_snapshot(std::span<const int32_t> tokens) const;
 
+    // attach with the host tier: node n (host copy only) gets `device`, a page its loader
+    // allocated and is filling under `ticket` (sealed here, one more reference).
+    void adopt_loading_page(node* n, page_ref device, std::shared_ptr<const load_ticket> ticket);
+    // A cancelled load: nodes that adopted a page from it drop that device copy (never landed).
+    void drop_loading(const load_ticket* ticket);
+
     // Pages evict_pages could free now.
     int64_t evictable_pages() const;
     // Frees up to `want` pool pages by evicting history leaves; returns how many were freed.
@@ -112,6 +138,13 @@ private:
     void drop_snapshot(node& n);
     void enforce_snapshot_budget();
     void remove_leaf(node* n);
+    void remove_subtree(node* n);
+    void drop_device_copy(node& n);
+    void drop_host_copy(node& n);
+    void write_through(node& n);
+    int32_t alloc_host_page();
+    bool usable(const node& n) const;
+    host_tier* host_;
 
     page_pool& pool_;
     uint64_t cache_key_;
@@ -125,13 +158,15 @@ private:
 struct prefix_tree::node {
     node* parent = nullptr;
     std::vector<int32_t> key;  // the P token ids of this node's page (empty at the root)
-    page_ref page;             // invalid at the root
+    page_ref page;             // device copy; invalid at the root and when evicted to host
+    int32_t host_page = -1;    // host copy (host_tier page id), -1 when none
+    std::shared_ptr<const load_ticket> loading;  // the load filling `page`, until it completes
     int64_t depth = 0;         // tokens from the root through this node
     std::map<std::vector<int32_t>, std::unique_ptr<node>> children;
     int32_t locks = 0;
     uint64_t last_use = 0;
     uint64_t snapshot_last_use = 0;
-    std::unique_ptr<boundary_snapshot> snapshot;
+    std::shared_ptr<const boundary_snapshot> snapshot;
 };
 
 }  // namespace tandem::cache

@@ -162,30 +162,41 @@ status verify_snapshot(const layout_spec& layout, const boundary_snapshot& snap,
     return status::ok();
 }
 
-status restore_snapshot(page_pool& pool, slot_ref slot, const boundary_snapshot& snap) {
-    if (!pool.is_current(slot)) {
-        return make_error(error_code::invalid_argument, "snapshot restore into a stale slot");
-    }
+void for_each_restore_copy(page_pool& pool, slot_ref slot, const boundary_snapshot& snap,
+                           int32_t state_idx, const restore_copy_fn& fn) {
     const layout_spec& layout = pool.layout();
     const int64_t b = snap.header.boundary;
     for (const snapshot_part& p : snapshot_parts(layout, b)) {
+        if (p.state_idx != state_idx) continue;
         const std::byte* src = snap.payload.data() + p.payload_offset;
         if (p.kind == state_kind::window) {
             for (int64_t r = 0; r < p.rows; ++r) {
-                std::byte* dst = pool.window_row_for_write(slot, p.layer, b - p.rows + r);
-                std::memcpy(dst, src + r * p.bytes_per_row, static_cast<size_t>(p.bytes_per_row));
+                fn(pool.window_row_for_write(slot, p.layer, b - p.rows + r), src + r * p.bytes_per_row,
+                   p.bytes_per_row);
             }
             continue;
         }
         const state_layout& st = layout.states()[static_cast<size_t>(p.state_idx)];
-        float* ring = pool.compressor_state_for_write(slot, p.layer, p.kind);
+        auto* ring = reinterpret_cast<std::byte*>(pool.compressor_state_for_write(slot, p.layer, p.kind));
         const int64_t d = ca_floats(st), half = st.floats_per_row / 2;
+        const int64_t fsz = static_cast<int64_t>(sizeof(float));
         for (int64_t r = 0; r < p.rows; ++r) {
-            const float* in = reinterpret_cast<const float*>(src + r * p.bytes_per_row);
-            std::memcpy(ring + r * st.floats_per_row, in, static_cast<size_t>(d) * sizeof(float));
-            std::memcpy(ring + r * st.floats_per_row + half, in + d,
-                        static_cast<size_t>(d) * sizeof(float));
+            const std::byte* in = src + r * p.bytes_per_row;
+            fn(ring + r * st.floats_per_row * fsz, in, d * fsz);
+            fn(ring + (r * st.floats_per_row + half) * fsz, in + d * fsz, d * fsz);
         }
+    }
+}
+
+status restore_snapshot(page_pool& pool, slot_ref slot, const boundary_snapshot& snap) {
+    if (!pool.is_current(slot)) {
+        return make_error(error_code::invalid_argument, "snapshot restore into a stale slot");
+    }
+    for (size_t i = 0; i < pool.layout().states().size(); ++i) {
+        for_each_restore_copy(pool, slot, snap, static_cast<int32_t>(i),
+                              [](std::byte* dst, const std::byte* src, int64_t bytes) {
+                                  std::memcpy(dst, src, static_cast<size_t>(bytes));
+                              });
     }
     return status::ok();
 }

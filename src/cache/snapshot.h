@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -84,6 +85,14 @@ status verify_snapshot(const layout_spec& layout, const boundary_snapshot& snap,
 // Writes the parts into `slot`, whose state was reset and which holds nothing yet. The caller
 // verified the snapshot; a stale slot is an error (nothing written).
 status restore_snapshot(page_pool& pool, slot_ref slot, const boundary_snapshot& snap);
+
+// The byte copies that restore the parts of state region `state_idx` (layout_spec::states()) into
+// `slot`: dst in the pool, src in the payload. restore_snapshot and the host tier's per-layer load
+// both use it, so the two cannot disagree on what a restore writes. Nothing for a region the
+// snapshot leaves out (HCA rings).
+using restore_copy_fn = std::function<void(std::byte* dst, const std::byte* src, int64_t bytes)>;
+void for_each_restore_copy(page_pool& pool, slot_ref slot, const boundary_snapshot& snap,
+                           int32_t state_idx, const restore_copy_fn& fn);
 
 // Recomputes header.kind_checksum from the payload (capture, and tests that edit a payload).
 void seal_snapshot_checksums(const layout_spec& layout, boundary_snapshot& snap);

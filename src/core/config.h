@@ -50,6 +50,15 @@ struct cache_section {
     bool prefix_cache = false;  // radix prefix cache over the pool (engine/prefix_cache.h)
     int64_t snapshot_interval_tokens = 0;  // extra prefill snapshots (multiple of page_size)
     int64_t snapshot_memory_bytes = 0;     // snapshot budget (0: memory budget / 8)
+    int64_t host_memory_bytes = 0;         // host tier of the prefix cache (0: off)
+    int64_t host_load_timeout_ms = 0;      // a step waits this long for one layer of a load
+    // Testing only (cache/host_tier.h host_tier_test_hooks): never set in production.
+    int64_t test_host_load_delay_ms = 0;
+    std::string test_host_load_delay_kind;  // "all" or a kind name
+    int64_t test_host_load_delay_layer = -1;
+    bool test_host_sentinel = false;
+    bool test_host_skip_gate = false;
+    bool test_host_evict_on_release = false;
 };
 
 struct scheduler_section {

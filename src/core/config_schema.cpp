@@ -99,6 +99,32 @@ const std::vector<field>& table() {
          "Bytes of boundary snapshots the prefix cache keeps, besides the pool (0: 1/8 of the "
          "pool budget).",
          REF(cache.snapshot_memory_bytes), 0, k_int_max),
+        integer("cache", "host_memory_bytes",
+         "Host-memory tier of the prefix cache: history pages are written through to it and a "
+         "page evicted from the pool is loaded back from it (0: off).",
+         REF(cache.host_memory_bytes), 0, k_int_max),
+        integer("cache", "host_load_timeout_ms",
+         "How long a step waits for one layer of a host-tier load before failing its requests.",
+         REF(cache.host_load_timeout_ms), 1, 3600000),
+        integer("cache", "test_host_load_delay_ms",
+         "Testing only: the host-tier copy thread sleeps this long before copying a matching "
+         "kind of a matching layer.", REF(cache.test_host_load_delay_ms), 0, 600000),
+        choice("cache", "test_host_load_delay_kind",
+         "Testing only: which kind test_host_load_delay_ms delays.", REF(cache.test_host_load_delay_kind),
+         {"all", "compressed_kv", "index_k", "window", "attn_compressor", "index_compressor"}),
+        integer("cache", "test_host_load_delay_layer",
+         "Testing only: which layer test_host_load_delay_ms delays (-1: every layer).",
+         REF(cache.test_host_load_delay_layer), -1, 1 << 20),
+        boolean("cache", "test_host_sentinel",
+         "Testing only: fill host-tier load destinations with a sentinel and check it is gone "
+         "before attention reads a layer.", REF(cache.test_host_sentinel)),
+        boolean("cache", "test_host_skip_gate",
+         "Testing only: the forward pass does not wait for host-tier loads (with "
+         "test_host_sentinel, proves the sentinel check fires).", REF(cache.test_host_skip_gate)),
+        boolean("cache", "test_host_evict_on_release",
+         "Testing only: whenever a request ends, every pool copy the prefix cache could evict goes "
+         "to the host tier, so every later hit loads from host memory.",
+         REF(cache.test_host_evict_on_release)),
 
         integer("scheduler", "max_running_requests", "Requests decoding at once.",
          REF(scheduler.max_running_requests), 1, 1 << 20),

@@ -25,10 +25,12 @@ struct cpu_engine_parts {
 
 // Keys read: model.path, model.numerics, backend.threads, cache.kv_dtype, cache.index_k_dtype,
 // cache.page_size, cache.memory_bytes, cache.memory_fraction, cache.prefix_cache,
-// cache.snapshot_interval_tokens, cache.snapshot_memory_bytes, scheduler.max_running_requests
-// (also the pool's sequence slots). `model_fingerprint` (topo/model_identity.h) goes into the
-// prefix cache's key.
-result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint = 0);
+// cache.snapshot_interval_tokens, cache.snapshot_memory_bytes, cache.host_memory_bytes,
+// cache.host_load_timeout_ms, cache.test_host_*, scheduler.max_running_requests (also the pool's
+// sequence slots). `model_fingerprint` (topo/model_identity.h) goes into the prefix cache's key.
+// `copy_thread_beat`: the host tier's copy-thread heartbeat for /health (null: unreported).
+result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint = 0,
+                                               std::shared_ptr<heartbeat> copy_thread_beat = nullptr);
 
 // The [scheduler] limits: max_running_requests, max_queued_requests, max_prefill_tokens,
 // max_context_tokens, queue_timeout_ms; and [verify] (sample_rate, max_inflight,

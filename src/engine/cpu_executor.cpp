@@ -25,11 +25,17 @@ int64_t cpu_executor::max_context_tokens() const {
 
 status cpu_executor::execute(const step_plan& plan, step_output& out) {
     items_.clear();
+    std::vector<std::shared_ptr<const cache::load_ticket>> tickets;
     for (const plan_item& it : plan.items) {
         items_.push_back({it.tokens, it.start_position, seqs_->slot(it.sequence),
                           it.logits == logits_mode::all});
+        if (const auto* loads = seqs_->loads(it.sequence)) {
+            for (const auto& t : *loads)
+                if (std::find(tickets.begin(), tickets.end(), t) == tickets.end()) tickets.push_back(t);
+        }
     }
-    result<model::forward_output> fwd = model_->forward(seqs_->pool(), items_);
+    const cache::layer_gate gate(seqs_->pool(), std::move(tickets), seqs_->load_timeout_ms);
+    result<model::forward_output> fwd = model_->forward(gate, items_);
     if (!fwd) return fwd.error();
     const int32_t vocab = vocab_size();
     prepare_output(plan, vocab, out);

@@ -106,6 +106,14 @@ struct prefix_cache_counters {
     int64_t evicted_pages = 0;       // history family
     int64_t evicted_snapshots = 0;   // snapshot family
     int64_t restore_failures = 0;    // snapshots that failed verification (recomputed instead)
+    // Host tier (cache.host_memory_bytes; all 0 when off).
+    bool host_enabled = false;
+    int64_t host_bytes_total = 0;
+    int64_t host_bytes_used = 0;
+    int64_t host_loaded_pages = 0;   // pages loaded back from host (host hits)
+    int64_t evicted_to_host = 0;     // pool copies dropped while the host copy stayed
+    int64_t host_evictions = 0;      // host copies dropped
+    histogram_snapshot host_load_seconds;
 };
 
 struct engine_stats {

@@ -23,6 +23,19 @@ void pool_sequences::destroy(sequence_id id) {
     TANDEM_CHECK_MSG(it != slots_.end(), "destroy of an unknown sequence");
     pool_->free_sequence(it->second);
     slots_.erase(it);
+    loads_.erase(id);
+}
+
+void pool_sequences::set_loads(sequence_id id,
+                               std::vector<std::shared_ptr<const cache::load_ticket>> tickets) {
+    if (tickets.empty()) loads_.erase(id);
+    else loads_[id] = std::move(tickets);
+}
+
+const std::vector<std::shared_ptr<const cache::load_ticket>>* pool_sequences::loads(
+    sequence_id id) const {
+    auto it = loads_.find(id);
+    return it == loads_.end() ? nullptr : &it->second;
 }
 
 cache::slot_ref pool_sequences::detach(sequence_id id) {
@@ -30,6 +43,7 @@ cache::slot_ref pool_sequences::detach(sequence_id id) {
     TANDEM_CHECK_MSG(it != slots_.end(), "detach of an unknown sequence");
     cache::slot_ref s = it->second;
     slots_.erase(it);
+    loads_.erase(id);
     return s;
 }
 

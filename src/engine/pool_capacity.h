@@ -12,6 +12,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "cache/layer_gate.h"
 #include "cache/page_pool.h"
 #include "core/status.h"
 #include "engine/capacity.h"
@@ -35,9 +36,17 @@ class pool_sequences {
     cache::slot_ref slot(sequence_id id) const;  // CHECKs the id is live
     int64_t live() const { return static_cast<int64_t>(slots_.size()); }
 
+    // Loads a sequence's state depends on (host tier, cache/layer_gate.h): the executor's forward
+    // pass reaches a layer only once every ticket of the batch's sequences landed that layer.
+    void set_loads(sequence_id id, std::vector<std::shared_ptr<const cache::load_ticket>> tickets);
+    const std::vector<std::shared_ptr<const cache::load_ticket>>* loads(sequence_id id) const;
+    // How long a step waits for one layer of a load (cache.host_load_timeout_ms).
+    int64_t load_timeout_ms = 30000;
+
   private:
     std::unique_ptr<cache::page_pool> pool_;
     std::unordered_map<sequence_id, cache::slot_ref> slots_;
+    std::unordered_map<sequence_id, std::vector<std::shared_ptr<const cache::load_ticket>>> loads_;
     sequence_id next_id_ = 1;
 };
 

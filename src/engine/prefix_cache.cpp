@@ -36,13 +36,19 @@ std::span<const int32_t> known_tokens(const request& r, int64_t n, std::vector<i
 
 }  // namespace
 
-prefix_cache::prefix_cache(std::shared_ptr<pool_sequences> seqs, prefix_cache_options opt)
+prefix_cache::prefix_cache(std::shared_ptr<pool_sequences> seqs, prefix_cache_options opt,
+                           std::unique_ptr<cache::host_tier> host)
     : seqs_(std::move(seqs)),
       opt_(opt),
+      host_(std::move(host)),
       tree_(std::make_unique<cache::prefix_tree>(
-          seqs_->pool(), opt.cache_key, cache::prefix_tree_options{opt.snapshot_budget_bytes})) {}
+          seqs_->pool(), opt.cache_key, cache::prefix_tree_options{opt.snapshot_budget_bytes},
+          host_.get())) {}
 
-prefix_cache::~prefix_cache() = default;
+prefix_cache::~prefix_cache() {
+    // Stores read tree pages and loads write sequence pages: both land before anything is freed.
+    if (host_) host_->drain();
+}
 
 int64_t prefix_cache::attach(const request& r) {
     TANDEM_CHECK(r.sequence >= 0 && !seqs_state_.contains(r.sequence));
@@ -65,7 +71,12 @@ int64_t prefix_cache::attach(const request& r) {
         const auto prefix = tokens.first(static_cast<size_t>(m.tokens));
         status st = cache::verify_snapshot(pool.layout(), *m.snapshot, prefix, opt_.cache_key);
         const cache::slot_ref slot = seqs_->slot(r.sequence);
-        if (st.is_ok()) {
+        if (st.is_ok() && host_) {
+            if (attach_loaded(r, s, m)) {
+                hit_tokens_ += m.tokens;
+                computed = m.tokens;
+            }
+        } else if (st.is_ok()) {
             TANDEM_CHECK_MSG(pool.page_table(slot).empty(), "prefix attach to a used sequence");
             for (const cache::page_ref& p : m.pages) {
                 pool.retain_page(p);
@@ -84,6 +95,57 @@ int64_t prefix_cache::attach(const request& r) {
     }
     publish_stats();
     return computed;
+}
+
+// The host-tier attach: shared device pages by reference as without it; host-only pages get fresh
+// pool pages that the copy thread fills; the snapshot is restored by the same load, layer by
+// layer. The path is locked first so making room cannot evict it. False (nothing attached) when
+// the pool cannot hold the pages to load: the request computes from 0.
+bool prefix_cache::attach_loaded(const request& r, sequence_state& s,
+                                 cache::prefix_tree::match_result& m) {
+    cache::page_pool& pool = seqs_->pool();
+    const cache::slot_ref slot = seqs_->slot(r.sequence);
+    TANDEM_CHECK_MSG(pool.page_table(slot).empty(), "prefix attach to a used sequence");
+    tree_->lock(m.at);
+    int64_t missing = 0;
+    for (const cache::page_ref& p : m.pages) missing += p.valid() ? 0 : 1;
+    if (missing > pool.stats().pages_free) {
+        host_->drain();
+        tree_->evict_pages(missing - pool.stats().pages_free);
+    }
+    if (missing > pool.stats().pages_free) {
+        tree_->unlock(m.at);
+        return false;
+    }
+    std::vector<cache::page_load> loads;
+    std::vector<size_t> loaded_at;
+    for (size_t i = 0; i < m.pages.size(); ++i) {
+        cache::page_ref p = m.pages[i];
+        if (p.valid()) {
+            pool.retain_page(p);
+        } else {
+            p = pool.alloc_page(static_cast<cache::owner_id>(r.sequence));
+            TANDEM_CHECK(p.valid());
+            loads.push_back({m.host_pages[i], p});
+            loaded_at.push_back(i);
+        }
+        pool.append_page(slot, p);
+    }
+    s.load = host_->load(loads, slot, m.snapshot_ref);
+    for (size_t k = 0; k < loads.size(); ++k) {
+        tree_->adopt_loading_page(m.path[loaded_at[k]], loads[k].device, s.load);
+    }
+    s.locked = m.at;
+    s.from_host = !loads.empty();
+    std::vector<std::shared_ptr<const cache::load_ticket>> waits(m.loading.begin(), m.loading.end());
+    waits.push_back(s.load);
+    seqs_->set_loads(r.sequence, std::move(waits));
+    return true;
+}
+
+bool prefix_cache::loaded_from_host(const request& r) const {
+    auto it = seqs_state_.find(r.sequence);
+    return it != seqs_state_.end() && it->second.from_host;
 }
 
 bool prefix_cache::is_boundary(const sequence_state& s, int64_t computed) const {
@@ -123,6 +185,8 @@ void prefix_cache::after_step(const request& r) {
     sequence_state& s = it->second;
     cache::page_pool& pool = seqs_->pool();
     const cache::slot_ref slot = seqs_->slot(r.sequence);
+    // A step ran: the forward pass waited for every layer of the loads this sequence depended on.
+    if (s.load) seqs_->set_loads(r.sequence, {});
     if (r.computed >= s.known_at_admission) {  // past the known tokens: decoding
         if (r.computed % tree_->page_size() != 0) return;
         s.tail = cache::capture_snapshot(pool, slot, known_tokens(r, r.computed, scratch_tokens_),
@@ -141,6 +205,14 @@ void prefix_cache::release(const request& r, bool publish) {
     auto it = seqs_state_.find(r.sequence);
     if (it == seqs_state_.end()) return;
     sequence_state& s = it->second;
+    if (s.load && !s.load->complete()) {
+        // Dropped before its first step (abort, error): no more writes into its pages, and the
+        // tree forgets the device copies that load was filling (they never landed).
+        s.load->cancel();
+        tree_->drop_loading(s.load.get());
+        publish = false;
+    }
+    if (s.load) seqs_->set_loads(r.sequence, {});
     if (publish && s.tail && s.tail->header.boundary <= r.computed) {
         std::span<const int32_t> tokens =
             known_tokens(r, s.tail->header.boundary, scratch_tokens_);
@@ -150,10 +222,20 @@ void prefix_cache::release(const request& r, bool publish) {
     }
     tree_->unlock(s.locked);
     seqs_state_.erase(it);
+    if (host_ && host_->test_hooks().evict_on_release) {
+        host_->drain();
+        tree_->evict_pages(tree_->stats().pages_held);
+    }
     publish_stats();
 }
 
+int64_t prefix_cache::evictable_pages() const {
+    if (host_) host_->drain();  // a page whose store is in flight cannot go yet
+    return tree_->evictable_pages();
+}
+
 int64_t prefix_cache::evict_pages(int64_t want) {
+    if (host_) host_->drain();
     const int64_t freed = tree_->evict_pages(want);
     publish_stats();
     return freed;
@@ -166,6 +248,7 @@ result<int64_t> prefix_cache::flush() {
                                       "cache state; retry when idle",
                                       seqs_state_.size()));
     }
+    if (host_) host_->drain();
     const int64_t freed = tree_->flush();
     publish_stats();
     return freed;
@@ -182,6 +265,8 @@ void prefix_cache::publish_stats() {
     pub_.evicted_pages.store(t.evicted_pages, std::memory_order_relaxed);
     pub_.evicted_snapshots.store(t.evicted_snapshots, std::memory_order_relaxed);
     pub_.restore_failures.store(restore_failures_, std::memory_order_relaxed);
+    pub_.evicted_to_host.store(t.evicted_to_host, std::memory_order_relaxed);
+    pub_.host_evictions.store(t.host_evictions, std::memory_order_relaxed);
 }
 
 prefix_cache_stats prefix_cache::stats() const {
@@ -195,6 +280,16 @@ prefix_cache_stats prefix_cache::stats() const {
     s.evicted_pages = pub_.evicted_pages.load(std::memory_order_relaxed);
     s.evicted_snapshots = pub_.evicted_snapshots.load(std::memory_order_relaxed);
     s.restore_failures = pub_.restore_failures.load(std::memory_order_relaxed);
+    if (host_) {
+        const cache::host_tier_stats h = host_->stats();
+        s.host_enabled = true;
+        s.host_bytes_total = h.bytes_total;
+        s.host_bytes_used = h.bytes_used;
+        s.host_loaded_pages = h.loaded_pages;
+        s.evicted_to_host = pub_.evicted_to_host.load(std::memory_order_relaxed);
+        s.host_evictions = pub_.host_evictions.load(std::memory_order_relaxed);
+        s.host_load_seconds = host_->load_latency();
+    }
     return s;
 }
 

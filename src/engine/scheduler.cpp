@@ -197,7 +197,10 @@ engine_stats scheduler::stats() const {
         const prefix_cache_stats p = prefix_->stats();
         s.prefix = {true,          p.lookup_tokens,  p.hit_tokens,
                     p.cached_pages, p.snapshots,     p.snapshot_bytes,
-                    p.evicted_pages, p.evicted_snapshots, p.restore_failures};
+                    p.evicted_pages, p.evicted_snapshots, p.restore_failures,
+                    p.host_enabled, p.host_bytes_total, p.host_bytes_used,
+                    p.host_loaded_pages, p.evicted_to_host, p.host_evictions,
+                    p.host_load_seconds};
     }
     return s;
 }
@@ -396,7 +399,10 @@ void scheduler::admit() {
         const bool remote = remote_ && r.output.empty();
         // A cached prefix (shared pages + restored snapshot) is state the sequence now holds.
         r.computed = prefix_ && !remote ? prefix_->attach(r) : 0;
-        if (r.computed > 0) r.state_path = verify_path::prefix_cache;  // what shadow checks blame
+        if (r.computed > 0) {  // what shadow checks blame
+            r.state_path = prefix_->loaded_from_host(r) ? verify_path::host_tier
+                                                        : verify_path::prefix_cache;
+        }
         TANDEM_CHECK(capacity_->allocate(r.sequence, need));
         if (remote && !start_remote(r)) {
             sweep_ended();

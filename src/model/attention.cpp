@@ -138,11 +138,13 @@ namespace {
 // One attention sublayer call, as named phases over shared buffers.
 class attention_pass {
 public:
-    attention_pass(model_impl& m, attention_scratch& sc, int64_t layer, const batch& b, const std::vector<float>& x)
+    attention_pass(model_impl& m, attention_scratch& sc, const cache::layer_view& view, const batch& b,
+                   const std::vector<float>& x)
         : qr_(sc.qr), q_(sc.q), kv_(sc.kv), qi_(sc.qi), iw_(sc.iw), o_(sc.o), z_(sc.z), ckv_(sc.ckv), cg_(sc.cg),
-          views_(sc.views), seq_of_(sc.seq_of), selected_(sc.selected), m_(m), c_(m.cfg), lc_(m.cfg.layers[static_cast<size_t>(layer)]),
-          aw_(m.w.layers[static_cast<size_t>(layer)].attn), b_(b), x_(x), cp_(*b.pool),
-          kv_fmt_(cp_.layout().kv_row()), ik_fmt_(cp_.layout().index_k_row()), lid_(static_cast<int32_t>(layer)),
+          views_(sc.views), seq_of_(sc.seq_of), selected_(sc.selected), m_(m), c_(m.cfg),
+          lc_(m.cfg.layers[static_cast<size_t>(view.layer())]),
+          aw_(m.w.layers[static_cast<size_t>(view.layer())].attn), b_(b), x_(x), cp_(view),
+          kv_fmt_(cp_.layout().kv_row()), ik_fmt_(cp_.layout().index_k_row()), lid_(view.layer()),
           T_(b.rows), H_(c_.num_attention_heads), D_(c_.head_dim), R_(c_.rope_head_dim), N_(D_ - R_),
           W_(c_.sliding_window), m_rate_(lc_.compress_ratio), Di_(c_.index_head_dim), Hi_(c_.index_n_heads),
           official_(m.opt.numerics == numerics_mode::official),
@@ -198,11 +200,11 @@ private:
         m_.linear(x_, T_, cw.wkv, ckv);
         m_.linear(x_, T_, cw.wgate, cg);
         for (const batch_seq& s : b_.seqs) {
-            float* ring = cp_.compressor_state_for_write(s.slot, lid_, sk);
+            float* ring = cp_.compressor_state_for_write(s.slot, sk);
             TANDEM_CHECK_MSG(ring != nullptr, "forward on a stale sequence slot");
             run_compressor(c_, cs, cw, m_.rope_compress, &ckv[s.row0 * cd], &cg[s.row0 * cd], s.rows, s.start_pos,
                            ring, official_, [&](int64_t wv, const float* row) {
-                               std::byte* dst = cp_.row_for_write(s.slot, lid_, bk, wv);
+                               std::byte* dst = cp_.row_for_write(s.slot, bk, wv);
                                TANDEM_CHECK_MSG(dst != nullptr, "compressed row write rejected (sealed or stale page)");
                                cache::codec::encode_row(fmt, std::span<const float>(row, size_t(fmt.dims)), dst);
                            });
@@ -235,7 +237,7 @@ private:
             for (int64_t r = s.row0; r < s.row0 + s.rows; ++r) seq_of_[static_cast<size_t>(r)] = static_cast<int32_t>(si);
             v.window.assign(static_cast<size_t>(W_ * D_), 0.0f);
             for (int64_t p = std::max<int64_t>(0, s.start_pos - W_); p < s.start_pos; ++p)
-                cache::codec::decode_row(kv_fmt_, cp_.window_row(s.slot, lid_, p),
+                cache::codec::decode_row(kv_fmt_, cp_.window_row(s.slot, p),
                                          std::span<float>(&v.window[(p % W_) * D_], size_t(D_)));
             if (!aw_.has_compressor) continue;
             v.n_rows = (s.start_pos + s.rows) / m_rate_;
@@ -247,7 +249,7 @@ private:
                      std::vector<float>& out) const {
         out.resize(static_cast<size_t>(n * fmt.dims));
         for (int64_t wv = 0; wv < n; ++wv)
-            cache::codec::decode_row(fmt, cp_.row(s.slot, lid_, kind, wv),
+            cache::codec::decode_row(fmt, cp_.row(s.slot, kind, wv),
                                      std::span<float>(&out[wv * fmt.dims], size_t(fmt.dims)));
     }
 
@@ -298,7 +300,7 @@ private:
             for (int64_t wv = 0; wv < v.n_rows; ++wv) {
                 const int32_t slot = v.comp_slot[static_cast<size_t>(wv)];
                 if (slot < 0) continue;
-                cache::codec::decode_row(kv_fmt_, cp_.row(s.slot, lid_, cache::buffer_kind::compressed_kv, wv),
+                cache::codec::decode_row(kv_fmt_, cp_.row(s.slot, cache::buffer_kind::compressed_kv, wv),
                                          std::span<float>(&v.comp[slot * D_], size_t(D_)));
             }
         }
@@ -343,7 +345,7 @@ private:
     void write_window() {
         for (const batch_seq& s : b_.seqs)
             for (int64_t p = std::max(s.start_pos, s.start_pos + s.rows - W_); p < s.start_pos + s.rows; ++p) {
-                std::byte* dst = cp_.window_row_for_write(s.slot, lid_, p);
+                std::byte* dst = cp_.window_row_for_write(s.slot, p);
                 TANDEM_CHECK_MSG(dst != nullptr, "window write on a stale sequence slot");
                 cache::codec::encode_row(kv_fmt_, std::span<const float>(&kv_[(s.row0 + p - s.start_pos) * D_], size_t(D_)),
                                          dst);
@@ -371,7 +373,7 @@ private:
     const attention_weights& aw_;
     const batch& b_;
     const std::vector<float>& x_;
-    cache::page_pool& cp_;
+    const cache::layer_view& cp_;  // the only handle on this layer's buffers (its gate's view)
     const cache::row_format& kv_fmt_;
     const cache::row_format& ik_fmt_;
     const int32_t lid_;
@@ -382,9 +384,10 @@ private:
 
 }  // namespace
 
-void model_impl::attention(int64_t layer, const batch& b, const std::vector<float>& x, std::vector<float>& out) {
+void model_impl::attention(const cache::layer_view& view, const batch& b, const std::vector<float>& x,
+                           std::vector<float>& out) {
     if (!attn_scratch) attn_scratch = std::make_shared<attention_scratch>();
-    attention_pass(*this, *attn_scratch, layer, b, x).run(out);
+    attention_pass(*this, *attn_scratch, view, b, x).run(out);
 }
 
 }  // namespace tandem::model

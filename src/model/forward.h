@@ -4,7 +4,8 @@
 // norms, mHC, MoE) runs over all rows at once; attention and the compressors run per sequence,
 // reading and extending its state in the cache pool. Every per-row result depends only on that row's
 // inputs and its sequence's state, never on the other rows (batch invariance).
-// Per-sequence state lives in the cache pool; `batch::pool` is the pool of the current call.
+// Per-sequence state lives in the cache pool, which the forward pass never holds: layer l's
+// buffers come only from the layer_view its gate hands out (cache/layer_gate.h).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 #include "cpu/thread_pool.h"
 #include "model/model.h"
 #include "model/model_config.h"
-#include "cache/page_pool.h"
+#include "cache/layer_gate.h"
 #include "model/weights.h"
 
 namespace tandem::model {
@@ -37,7 +38,6 @@ struct batch {
     std::vector<int32_t> token;  // [rows]
     std::vector<int64_t> pos;    // [rows]
     std::vector<batch_seq> seqs;
-    cache::page_pool* pool = nullptr;
 };
 
 struct attention_scratch;  // attention.cpp: the attention pass's buffers, reused across layers and steps
@@ -54,12 +54,13 @@ public:
     std::shared_ptr<attention_scratch> attn_scratch;
 
     // h: [rows, n, d] residual streams, updated in place through every block.
-    void run_layer(int64_t layer, const batch& b, std::vector<float>& h);
+    void run_layer(const cache::layer_view& view, const batch& b, std::vector<float>& h);
     // Final hc_head + norm + head for the chosen rows → [rows_out, vocab].
     void run_head(const std::vector<float>& h, const std::vector<int64_t>& rows, std::vector<float>& logits);
 
     // Attention sublayer: x [rows, d] (normed) → out [rows, d].
-    void attention(int64_t layer, const batch& b, const std::vector<float>& x, std::vector<float>& out);
+    void attention(const cache::layer_view& view, const batch& b, const std::vector<float>& x,
+                   std::vector<float>& out);
     // MoE sublayer: x [rows, d] → out [rows, d].
     void moe(int64_t layer, const batch& b, const std::vector<float>& x, std::vector<float>& out);
 

@@ -28,7 +28,8 @@ void model_impl::linear(const std::vector<float>& x, int64_t rows, const tensor&
     cpu::linear(*pool, x.data(), rows, in, wt.mat, y.data(), out);
 }
 
-void model_impl::run_layer(int64_t layer, const batch& b, std::vector<float>& h) {
+void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::vector<float>& h) {
+    const int64_t layer = view.layer();
     const int64_t T = b.rows, n = cfg.hc_mult, d = cfg.hidden_size;
     const layer_weights& lw = w.layers[static_cast<size_t>(layer)];
     std::vector<float> x(static_cast<size_t>(T * d)), post(static_cast<size_t>(T * n)),
@@ -51,7 +52,7 @@ void model_impl::run_layer(int64_t layer, const batch& b, std::vector<float>& h)
         });
     };
     pre(lw.hc_attn, lw.attn_norm);
-    attention(layer, b, x, sub);
+    attention(view, b, x, sub);
     post_mix();
     pre(lw.hc_ffn, lw.ffn_norm);
     moe(layer, b, x, sub);
@@ -142,19 +143,22 @@ status check_pool_layout(const model_config& c, const cache::layout_spec& l) {
 }  // namespace
 
 result<forward_output> model::forward(cache::page_pool& pool, std::span<const forward_item> items) {
+    return forward(cache::layer_gate(pool), items);  // nothing in flight: every layer is ready
+}
+
+result<forward_output> model::forward(const cache::layer_gate& gate, std::span<const forward_item> items) {
     model_impl& m = *impl_;
     const model_config& c = m.cfg;
-    TANDEM_RETURN_IF_ERROR(check_pool_layout(c, pool.layout()));
+    TANDEM_RETURN_IF_ERROR(check_pool_layout(c, gate.layout()));
     batch b;
-    b.pool = &pool;
     for (size_t i = 0; i < items.size(); ++i) {
         const forward_item& it = items[i];
         if (it.tokens.empty() || it.start_pos < 0)
             return make_error(error_code::invalid_argument, fmt::format("batch item {}: no tokens", i));
-        if (!pool.is_current(it.slot))
+        if (!gate.is_current(it.slot))
             return make_error(error_code::invalid_argument, fmt::format("batch item {}: stale sequence slot", i));
         const int64_t end = it.start_pos + static_cast<int64_t>(it.tokens.size());
-        if (static_cast<int64_t>(pool.page_table(it.slot).size()) * pool.layout().page_size() < end)
+        if (gate.capacity_tokens(it.slot) < end)
             return make_error(error_code::out_of_range,
                               fmt::format("batch item {}: the slot's pages cover fewer than {} tokens "
                                           "(call ensure_capacity first)", i, end));
@@ -176,7 +180,17 @@ result<forward_output> model::forward(cache::page_pool& pool, std::span<const fo
         m.w.embed.mat.decode_row(b.token[r], &h[r * n * d]);
         for (int64_t j = 1; j < n; ++j) std::copy_n(&h[r * n * d], d, &h[(r * n + j) * d]);
     }
-    for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) m.run_layer(layer, b, h);
+    for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+        result<cache::layer_view> view = gate.wait(static_cast<int32_t>(layer));
+        if (!view) return view.error();
+        m.run_layer(*view, b, h);
+    }
+    // Layers the pass does not run (MTP) are still the sequence's state: a snapshot captured
+    // after this step reads their window, so their loads must have landed too.
+    for (int64_t layer = c.num_hidden_layers; layer < gate.layout().num_layers(); ++layer) {
+        result<cache::layer_view> view = gate.wait(static_cast<int32_t>(layer));
+        if (!view) return view.error();
+    }
     std::vector<int64_t> head_rows;
     for (size_t i = 0; i < items.size(); ++i) {
         const batch_seq& s = b.seqs[i];

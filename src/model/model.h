@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/layer_gate.h"
 #include "cache/page_pool.h"
 #include "core/status.h"
 #include "model/model_config.h"
@@ -75,6 +76,9 @@ public:
     // Runs one batch (see the caller contract above). Errors: a token id outside the vocabulary,
     // an empty item, a stale slot, missing page capacity, a pool laid out for another model.
     result<forward_output> forward(cache::page_pool& pool, std::span<const forward_item> items);
+    // The same, reaching each layer's buffers only through `gate` (loads in flight: host tier).
+    // Also errors when a layer's load fails or misses its deadline.
+    result<forward_output> forward(const cache::layer_gate& gate, std::span<const forward_item> items);
 
 private:
     explicit model(std::unique_ptr<model_impl> impl);

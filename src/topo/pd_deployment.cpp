@@ -38,7 +38,9 @@ result<prefill_side> build_prefill(const config& cfg, const model_identity& mode
                                    liveness_registry& liveness) {
     // The prefill engine keeps the prefix cache: a hit computes only the suffix, and the decode
     // still receives every page and the whole slot state (shared pages are read, not moved).
-    result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(cfg, model.fingerprint);
+    const bool host = cfg.cache.prefix_cache && cfg.cache.host_memory_bytes > 0;
+    result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(
+        cfg, model.fingerprint, host ? liveness.add("prefill host-tier copy thread") : nullptr);
     if (!parts) return parts.error().with_context("prefill engine");
     prefill_side p;
     p.seqs = parts->sequences;

@@ -124,6 +124,16 @@ void render_prefill_metrics(std::string& out, const pd_prefill_metrics& m, const
                "History pages evicted", eng.prefix.evicted_pages);
         single(out, "tandem_pd_prefill_cache_evicted_snapshots_total", "counter",
                "Snapshots evicted", eng.prefix.evicted_snapshots);
+        if (eng.prefix.host_enabled) {
+            single(out, "tandem_pd_prefill_cache_host_bytes_used", "gauge",
+                   "Host-tier bytes holding history pages", eng.prefix.host_bytes_used);
+            single(out, "tandem_pd_prefill_cache_host_loaded_pages_total", "counter",
+                   "Pages loaded back from the host tier", eng.prefix.host_loaded_pages);
+            single(out, "tandem_pd_prefill_cache_evicted_to_host_total", "counter",
+                   "Pool copies evicted while their host copy stayed", eng.prefix.evicted_to_host);
+            out += eng.prefix.host_load_seconds.render_prometheus(
+                "tandem_pd_prefill_cache_host_load_seconds", "Host-tier load latency");
+        }
     }
     transport_metrics(out, "prefill", ep, t);
 }

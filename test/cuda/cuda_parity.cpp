@@ -215,6 +215,18 @@ void tier1(report& rep) {
         cache::codec::fp8_qdq_blocks(want64, 64);
         equal_check(rep, "1", "FP8 e4m3 KV QDQ, block 64", ops().qdq_fp8(got64, 64, 1e-4f), got64, want64);
     }
+    {  // numerics = "official": K8 kv FP8 simulation, K10 indexer Hadamard + FP4
+        auto kv = randoms(512 * 9, 65, 3.0f);
+        std::vector<float> got = kv, want = kv;
+        for (int64_t r = 0; r < 9; ++r) model::kv_fp8_sim(&want[r * 512], 448, 512);
+        equal_check(rep, "1", "K8 official kv simulation (FP8 per 64 over 448 nope, bf16 rope)",
+                    ops().official_sim(cuda::official_sim::kv_fp8, got, 512, 448), got, want);
+        auto iq = randoms(128 * 9, 66, 3.0f);
+        std::vector<float> got_i = iq, want_i = iq;
+        for (int64_t r = 0; r < 9; ++r) model::indexer_fp4_sim(&want_i[r * 128], 128);
+        equal_check(rep, "1", "K10 official indexer simulation (Hadamard-128 + FP4 per 32)",
+                    ops().official_sim(cuda::official_sim::indexer_fp4, got_i, 128, 0), got_i, want_i);
+    }
     {  // K17
         const int64_t T = 5, n = 4, d = 256;
         auto out = randoms(static_cast<size_t>(T * d), 7), h = randoms(static_cast<size_t>(T * n * d), 8);

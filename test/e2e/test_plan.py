@@ -57,6 +57,24 @@ def test_budget_is_reported_and_text_mode_prints_a_summary():
     assert r.returncode == 0 and "3850.25" in r.stdout and "index_k" in r.stdout
 
 
+def test_plan_prints_what_the_host_tier_and_snapshot_budget_hold():
+    host = 64 << 30
+    p = plan("deepseek-v4-flash.json", "fp8", "fp8", "--set", f"cache.host_memory_bytes={host}",
+             "--set", "cache.snapshot_memory_bytes=1073741824")
+    pc = p["prefix_cache"]
+    # Whole pages of every layer and kind; alignment padding costs less than one page.
+    assert pc["host_pages"] * p["bytes_per_page"] <= host < (pc["host_pages"] + 1) * p["bytes_per_page"]
+    assert pc["host_tokens"] == pc["host_pages"] * p["page_size"]
+    assert 17_000_000 < pc["host_tokens"] < 18_500_000  # spec §5.2: ~17.8 M tokens in 64 GiB
+    assert pc["snapshots"] == 1073741824 // p["snapshot"]["bytes"]
+    r = run_tandem("plan", "--model", str(CONFIGS / "deepseek-v4-flash.json"),
+                   "--set", "cache.kv_dtype=fp8", "--set", "cache.index_k_dtype=fp8",
+                   "--set", f"cache.host_memory_bytes={host}")
+    assert r.returncode == 0 and f"{pc['host_tokens']} tokens of history" in r.stdout
+    off = plan("deepseek-v4-flash.json", "fp8", "fp8")
+    assert off["prefix_cache"]["host_pages"] == 0
+
+
 def test_plan_errors_name_the_problem(tmp_path):
     r = run_tandem("plan", "--model", str(tmp_path / "missing"))
     assert r.returncode == 2 and "missing" in r.stderr

@@ -1,8 +1,11 @@
 """The prefix cache through the real binary (prefix-cache.md §9 T9, single and pd): seeded
 multi-turn agent sessions (shared system prompt, each turn = previous prompt + output + a new
-message, regenerate, branches, aborts mid-turn) replayed with the cache off and on — every token
-and logprob equal, for each index-K dtype; /metrics shows the hits; /flush_cache is refused while
-requests run; the startup log states the cache's capacity."""
+message, regenerate, branches, aborts mid-turn) replayed with the cache off, the device cache, and
+the device cache + host tier with a tiny device budget (every request end evicts the pool's cached
+copies to host, so every hit loads back through the per-layer gate, with sentinel-filled load
+destinations checked before attention) — every token and logprob equal, for each index-K dtype,
+in single and in pd (inproc and tcp); /metrics shows the hits and the host loads; /flush_cache is
+refused while requests run; the startup log states the cache's capacity."""
 import concurrent.futures
 import random
 import time
@@ -21,6 +24,14 @@ def tandem_args(prefix, index_k, extra=()):
             "--set", f"cache.page_size={PAGE}", "--set", "cache.kv_dtype=fp8",
             "--set", f"cache.index_k_dtype={index_k}", "--set", "cache.snapshot_interval_tokens=256",
             "--set", "scheduler.max_prefill_tokens=96", "--set", "backend.threads=2", *extra]
+
+
+# The host tier with a tiny device budget (8 slots + 46 pages of 128 tokens on models/tiny):
+# test-only switches make every request end evict the pool's cached copies to host and fill load
+# destinations with a sentinel the gate checks before attention.
+HOST = ["--set", "cache.host_memory_bytes=67108864", "--set", "cache.memory_bytes=2000000",
+        "--set", "scheduler.max_running_requests=8", "--set", "cache.snapshot_memory_bytes=8388608",
+        "--set", "cache.test_host_evict_on_release=true", "--set", "cache.test_host_sentinel=true"]
 
 
 def generate(url, ids, max_tokens, seed, rid=None, temperature=0.0):
@@ -105,6 +116,19 @@ def test_sessions_cache_on_equal_cache_off(start_tandem, index_k):
     assert metric(on.url, "tandem_prefix_cache_snapshots") > 0
     assert metric(on.url, "tandem_prefix_cache_snapshot_bytes") > 0
     assert metric(on.url, "tandem_prefix_cache_restore_failures_total") == 0
+    on.stop()
+
+    host = start_tandem(*tandem_args(True, index_k, HOST))
+    assert "host tier" in host.log and "TEST switches on" in host.log
+    got = replay(host.url, seed, aborts=index_k == "fp8")
+    for key in expected:
+        assert got[key] == expected[key], f"{key} differs with the host tier"
+    assert metric(host.url, "tandem_prefix_cache_host_loaded_pages_total") >= 10
+    assert metric(host.url, "tandem_prefix_cache_evicted_to_host_total") >= 10
+    assert metric(host.url, "tandem_prefix_cache_host_bytes_used") > 0
+    assert metric(host.url, "tandem_prefix_cache_host_load_seconds_count") > 0
+    assert metric(host.url, "tandem_prefix_cache_restore_failures_total") == 0
+    assert requests.get(host.url + "/health", timeout=10).status_code == 200
 
 
 def test_flush_cache_refused_while_running_then_frees(start_tandem):
@@ -132,14 +156,28 @@ def test_flush_cache_refused_while_running_then_frees(start_tandem):
     assert r.status_code == 400 and "prefix_cache" in r.json()["error"]["message"]
 
 
-def test_pd_prefill_cache_equals_single(start_tandem):
-    """pd: the prefill engine keeps the cache; the decode receives the whole verified state."""
-    seed = 4
-    single = start_tandem(*tandem_args(False, "fp8"))
+@pytest.mark.parametrize("index_k,kind", [("fp8", "inproc"), ("bf16", "tcp"), ("fp4", "inproc"),
+                                          ("fp4", "tcp")])
+def test_pd_prefill_cache_and_host_tier_equal_single(start_tandem, index_k, kind):
+    """pd: the prefill engine keeps the cache (device, then device + host with a tiny device
+    budget); the decode receives the whole verified state — the tokens of single, cache off."""
+    seed = {"fp8": 4, "bf16": 5, "fp4": 6}[index_k]
+    single = start_tandem(*tandem_args(False, index_k))
     expected = replay(single.url, seed)
     single.stop()
-    pd = start_tandem(*tandem_args(True, "fp8", ["--topology", "pd"]))
+    pd_args = ["--topology", "pd", "--set", f"transport.kind={kind}"]
+    if kind == "tcp":
+        pd_args += ["--set", "transport.listen_port=0"]
+    if index_k == "fp8":
+        pd = start_tandem(*tandem_args(True, index_k, pd_args))
+        got = replay(pd.url, seed)
+        for key in expected:
+            assert got[key] == expected[key], f"{key} differs in pd with the prefill cache on"
+        assert metric(pd.url, "tandem_pd_prefill_cache_hit_tokens_total") >= 10 * PAGE
+        pd.stop()
+    pd = start_tandem(*tandem_args(True, index_k, pd_args + HOST))
     got = replay(pd.url, seed)
     for key in expected:
-        assert got[key] == expected[key], f"{key} differs in pd with the prefill cache on"
+        assert got[key] == expected[key], f"{key} differs in pd ({kind}) with the host tier"
     assert metric(pd.url, "tandem_pd_prefill_cache_hit_tokens_total") >= 10 * PAGE
+    assert metric(pd.url, "tandem_pd_prefill_cache_host_loaded_pages_total") >= 10

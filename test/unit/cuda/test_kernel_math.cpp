@@ -364,3 +364,24 @@ TEST_CASE("kmath attention, indexer scores and compressor pooling equal model/at
         }
     }
 }
+
+TEST_CASE("kmath official simulations (K8 kv FP8, K10 indexer Hadamard + FP4) equal model/numerics") {
+    for (int64_t dim : {128, 64}) {
+        auto x = random_floats(static_cast<size_t>(dim * 6), 100 + static_cast<uint32_t>(dim), 5.0f);
+        for (int64_t i = 0; i < dim; ++i) x[i] = 0.0f;  // an all-zero row: the amax floor
+        x[dim + 3] = 1e-30f;
+        std::vector<float> want = x, got = x;
+        for (int64_t r = 0; r < 6; ++r) {
+            model::indexer_fp4_sim(&want[r * dim], dim);
+            km::indexer_fp4_sim(&got[r * dim], dim);
+        }
+        for (size_t i = 0; i < x.size(); ++i) CHECK(bits(got[i]) == bits(want[i]));
+    }
+    auto kv = random_floats(512 * 4, 110, 3.0f);
+    std::vector<float> want = kv, got = kv;
+    for (int64_t r = 0; r < 4; ++r) {
+        model::kv_fp8_sim(&want[r * 512], 448, 512);
+        km::kv_fp8_sim(&got[r * 512], 448, 512);
+    }
+    for (size_t i = 0; i < kv.size(); ++i) CHECK(bits(got[i]) == bits(want[i]));
+}
