@@ -1,6 +1,7 @@
 // cache/host_tier.cpp — host arena, host page ids and the copy thread (see the header).
 #include "cache/host_tier.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -115,12 +116,17 @@ load_plan host_tier::plan_load(std::span<const page_load> pages, slot_ref slot,
     plan.per_layer.resize(layout.layers().size());
     plan.buffers_per_layer.resize(layout.layers().size());
     plan.states_per_layer.resize(layout.layers().size());
+    // Copies in ascending destination order: freed pages come back off the pool's stack in
+    // reverse, and a backwards walk through memory costs a fifth of the copy bandwidth.
+    std::vector<page_load> by_dst(pages.begin(), pages.end());
+    std::sort(by_dst.begin(), by_dst.end(),
+              [](const page_load& a, const page_load& b) { return a.device.page < b.device.page; });
     for (const layer_layout& ly : layout.layers()) {
         auto& copies = plan.per_layer[static_cast<size_t>(ly.layer)];
         for (int32_t bi : ly.buffers) {
             plan.buffers_per_layer[static_cast<size_t>(ly.layer)].push_back(bi);
             const buffer_layout& bl = layout.buffers()[static_cast<size_t>(bi)];
-            for (const page_load& pl : pages) {
+            for (const page_load& pl : by_dst) {
                 std::byte* dst = pool_.page_bytes_for_write(pl.device, bi);
                 TANDEM_CHECK_MSG(dst != nullptr, "host-tier load into a page the loader does not own");
                 copies.push_back({dst, host_bytes(bi, pl.host_page), bl.bytes_per_page,
