@@ -18,6 +18,23 @@ namespace tandem::engine::test {
 
 // Collects one request's events; checks there is exactly one final event and nothing after it.
 struct collector {
+    // A test that fails a REQUIRE unwinds and destroys its collectors while the engine may still
+    // deliver to them (seen under TSan, where everything is slow enough for waits to time out):
+    // the sink holds this shared guard, and events reaching a destroyed collector are dropped.
+    struct lifetime_guard {
+        std::mutex mu;
+        bool alive = true;
+    };
+    std::shared_ptr<lifetime_guard> guard = std::make_shared<lifetime_guard>();
+
+    collector() = default;
+    collector(const collector&) = delete;
+    collector& operator=(const collector&) = delete;
+    ~collector() {
+        std::lock_guard lock(guard->mu);
+        guard->alive = false;
+    }
+
     std::mutex mu;
     std::condition_variable cv;
     std::vector<int32_t> tokens;
@@ -29,7 +46,9 @@ struct collector {
     token_event last;
 
     event_sink sink() {
-        return [this](token_event&& e) {
+        return [this, g = guard](token_event&& e) {
+            std::lock_guard alive_lock(g->mu);
+            if (!g->alive) return;
             std::lock_guard lock(mu);
             if (finals > 0) ++events_after_final;
             ++events;
