@@ -77,7 +77,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     parsed_stream pieces = parse(bytes, read_size);
     FUZZ_CHECK(whole.requests == pieces.requests, "{} vs {} requests with reads of {}",
                whole.requests.size(), pieces.requests.size(), read_size);
-    FUZZ_CHECK(whole.refusal == pieces.refusal, "{} vs {}", whole.refusal, pieces.refusal);
+    // Which refusal comes first may depend on where reads end: llhttp hands a header span to the
+    // size check when the span or the read ends, so a header section that crosses the limit
+    // inside a span which then turns out malformed is a 413 in small reads and a 400 in one read.
+    // Both refuse; otherwise the status must agree.
+    const bool limit_or_syntax = whole.refusal != 0 && pieces.refusal != 0 &&
+                                 (whole.refusal == 413 || pieces.refusal == 413) &&
+                                 bytes.size() > static_cast<size_t>(k_limits.max_header_bytes);
+    FUZZ_CHECK(whole.refusal == pieces.refusal || limit_or_syntax, "{} vs {}", whole.refusal,
+               pieces.refusal);
     FUZZ_CHECK(whole.partial == pieces.partial);
     FUZZ_CHECK(whole.continues == pieces.continues);
     return 0;

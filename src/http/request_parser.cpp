@@ -61,13 +61,15 @@ int count_header_bytes(parser_state* s, size_t len) {
 }
 
 void commit_header(parser_state* s) {
+    // Reset first: a header line with an empty name and value (":") is dropped, but the next
+    // field must still start fresh, or its name split across two reads became two headers.
+    s->in_value = false;
     if (s->field.empty() && s->value.empty()) return;
     std::transform(s->field.begin(), s->field.end(), s->field.begin(),
                    [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     s->cur.headers.emplace_back(std::move(s->field), std::move(s->value));
     s->field.clear();
     s->value.clear();
-    s->in_value = false;
 }
 
 int on_headers_complete(llhttp_t* p) {

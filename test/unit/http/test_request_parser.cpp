@@ -1,6 +1,7 @@
 // The HTTP request parser alone (http/request_parser.h); the server tests drive it over sockets.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -67,4 +68,34 @@ TEST_CASE("request parser: limits are 413s, garbage a 400, both with a message")
     CHECK(p.feed(bad.data(), bad.size()).result == request_parser::outcome::refused);
     CHECK(p.refusal_status() == 400);
     CHECK(p.refusal_message().find("malformed HTTP request") != std::string::npos);
+}
+
+// Found by fuzz/http_request: an empty header line (":") left the parser "in a value", so the
+// next header's name, split across two reads, became two headers ("x" and "-request-id").
+TEST_CASE("request parser: a header name split across reads after an empty header line is one name") {
+    const std::string stream = "POST /v1ionn/\n:\r\nX-Request-Id: a-.\r\n\n";
+    auto headers_of = [&](size_t read_size) {
+        request_parser p(parse_limits{}, {});
+        std::vector<std::pair<std::string, std::string>> headers;
+        std::string id;
+        for (size_t at = 0; at < stream.size(); at += read_size) {
+            auto r = p.feed(stream.data() + at, std::min(read_size, stream.size() - at));
+            REQUIRE(r.result != request_parser::outcome::refused);
+            if (r.result == request_parser::outcome::complete) {
+                headers = p.req().headers;
+                id = p.req().request_id;
+                break;
+            }
+        }
+        return std::make_pair(headers, id);
+    };
+    const auto whole = headers_of(stream.size());
+    REQUIRE(whole.first.size() == 1);
+    CHECK(whole.first[0].first == "x-request-id");
+    CHECK(whole.first[0].second == "a-.");
+    CHECK(whole.second == "a-.");
+    for (size_t n = 1; n <= 9; ++n) {
+        CAPTURE(n);
+        CHECK(headers_of(n) == whole);
+    }
 }
