@@ -130,7 +130,7 @@ load_plan host_tier::plan_load(std::span<const page_load> pages, slot_ref slot,
                 std::byte* dst = pool_.page_bytes_for_write(pl.device, bi);
                 TANDEM_CHECK_MSG(dst != nullptr, "host-tier load into a page the loader does not own");
                 copies.push_back({dst, host_bytes(bi, pl.host_page), bl.bytes_per_page,
-                                  buffer_kind_name(bl.kind)});
+                                  buffer_kind_name(bl.kind), pl.device, slot_ref{}});
             }
         }
         for (int32_t si : ly.states) {
@@ -139,7 +139,7 @@ load_plan host_tier::plan_load(std::span<const page_load> pages, slot_ref slot,
             const char* kind = state_kind_name(layout.states()[static_cast<size_t>(si)].kind);
             for_each_restore_copy(pool_, slot, *snap, si,
                                   [&](std::byte* dst, const std::byte* src, int64_t bytes) {
-                                      copies.push_back({dst, src, bytes, kind});
+                                      copies.push_back({dst, src, bytes, kind, page_ref{}, slot});
                                   });
         }
     }
@@ -163,7 +163,8 @@ std::shared_ptr<load_ticket> host_tier::load(std::span<const page_load> pages, s
         for (size_t l = 0; l < j.plan.per_layer.size(); ++l) {
             for (const load_plan::copy& c : j.plan.per_layer[l]) {
                 std::memset(c.dst, static_cast<int>(k_load_sentinel), static_cast<size_t>(c.bytes));
-                j.ticket->add_destination({static_cast<int32_t>(l), c.kind, c.dst, c.bytes});
+                j.ticket->add_destination(
+                    {static_cast<int32_t>(l), c.kind, c.dst, c.bytes, c.page, c.slot});
             }
         }
     }

@@ -86,6 +86,8 @@ struct load_plan {
         const std::byte* src = nullptr;
         int64_t bytes = 0;
         const char* kind = "";
+        page_ref page;  // the history page written (invalid for slot state)
+        slot_ref slot;  // the slot whose state is written (invalid for a history page)
     };
     std::vector<std::vector<copy>> per_layer;
     std::vector<std::vector<int32_t>> buffers_per_layer;  // layout_spec::buffers() indices

@@ -106,6 +106,14 @@ bool still_sentinel(const load_destination& d) {
 
 }  // namespace
 
+bool layer_gate::still_owned(const load_destination& d) const {
+    if (d.page.valid()) {
+        const page_state st = pool_.state_of(d.page.page);
+        return pool_.epoch_of(d.page.page) == d.page.epoch && st != page_state::free;
+    }
+    return pool_.is_current(d.slot);
+}
+
 result<layer_view> layer_gate::wait(int32_t layer) const {
     TANDEM_CHECK(layer >= 0 && layer < pool_.layout().num_layers());
     const int64_t deadline = monotonic_ms() + timeout_ms_;
@@ -116,7 +124,7 @@ result<layer_view> layer_gate::wait(int32_t layer) const {
     std::vector<std::string> unlanded;  // every kind of this layer still holding the sentinel
     for (const auto& t : tickets_) {
         for (const load_destination& d : t->destinations()) {
-            if (d.layer == layer && still_sentinel(d) &&
+            if (d.layer == layer && still_owned(d) && still_sentinel(d) &&
                 std::find(unlanded.begin(), unlanded.end(), d.kind) == unlanded.end()) {
                 unlanded.push_back(d.kind);
             }

@@ -36,12 +36,17 @@ namespace tandem::cache {
 
 inline constexpr std::byte k_load_sentinel{0xFF};  // NaN in fp8 e4m3, bf16 and fp32 alike
 
-// A destination a load writes (recorded only when sentinel checking is on).
+// A destination a load writes (recorded only when sentinel checking is on). Its owner — the
+// history page or the slot written — says whether the bytes still belong to this load: a batch
+// also waits on loads of other requests whose pages it shares, and once such a request ended, its
+// slot may hold a newer load's sentinel that this batch never reads.
 struct load_destination {
     int32_t layer = 0;
     std::string kind;  // buffer_kind_name / state_kind_name
     std::byte* bytes = nullptr;
     int64_t size = 0;
+    page_ref page;  // valid for a history page
+    slot_ref slot;  // valid for slot state (window rows, compressor rings)
 };
 
 class load_ticket {
@@ -135,6 +140,8 @@ public:
     result<layer_view> wait(int32_t layer) const;
 
 private:
+    bool still_owned(const load_destination& d) const;  // not freed or reused since the load
+
     page_pool& pool_;
     std::vector<std::shared_ptr<const load_ticket>> tickets_;
     int64_t timeout_ms_;

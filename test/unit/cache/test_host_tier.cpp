@@ -264,6 +264,58 @@ TEST_CASE("host tier: T5 the gate holds a layer until its delayed kind landed; s
     }
 }
 
+// CI found this (pd prefill, bf16 index-K): a batch waits on the loads of other requests whose
+// pages it shares; one such request ended and its slot was reused by a newer load, whose sentinel
+// the gate then blamed on the old, landed load ("layer 0 window read before the load landed").
+// A destination freed or reused since its load is no longer that load's to check.
+TEST_CASE("host tier: a landed load whose slot and pages were reused is not blamed for a newer load's sentinel") {
+    fixture f(kv_dtype::fp8, index_k_dtype::bf16);
+    auto host = make_host(*f.pool, 1, {"", -1, 0, true, false, false});  // sentinel on
+    page_ref orig = f.pool->alloc_page(1);
+    fill_random(*f.pool, orig, 11);
+    f.pool->seal_page(orig);
+    const int32_t hp = host->alloc_page();
+    host->store(orig, hp);
+    host->drain();
+    const slot_ref src = f.pool->alloc_sequence(1);
+    fill_slot(*f.pool, src, 12);
+    auto snap = std::make_shared<const boundary_snapshot>(
+        capture_snapshot(*f.pool, src, tokens_of(k_page, 5), 9));
+    auto load_into_fresh_slot = [&](owner_id owner) {
+        const slot_ref dst = f.pool->alloc_sequence(owner);
+        f.pool->reset_sequence_state(dst);
+        const page_ref p = f.pool->alloc_page(owner);
+        f.pool->append_page(dst, p);
+        const std::vector<page_load> loads = {{hp, p}};
+        return std::pair{dst, host->load(loads, dst, snap)};
+    };
+    auto [first_slot, first] = load_into_fresh_slot(2);
+    const layer_gate first_gate(*f.pool, {first});
+    for (int32_t l = 0; l < int32_t(f.layout.num_layers()); ++l) REQUIRE(first_gate.wait(l));
+    f.pool->free_sequence(first_slot);  // the first request ended: its slot and page go back
+
+    // The next load reuses them and stalls on layer 0 with its destinations sentinel-filled.
+    host->set_test_hooks({"", 0, 60000, true, false, false});
+    auto [second_slot, second] = load_into_fresh_slot(3);
+    CHECK(second_slot.slot == first_slot.slot);  // the same bytes, a new epoch
+    CHECK_FALSE(f.pool->is_current(first_slot));
+    // A batch still waiting on the first (landed) load reads none of the reused bytes.
+    const layer_gate sharer(*f.pool, {first});
+    for (int32_t l = 0; l < int32_t(f.layout.num_layers()); ++l) {
+        auto view = sharer.wait(l);
+        CHECK_MESSAGE(view.is_ok(), (view.is_ok() ? std::string() : view.error().message()));
+    }
+    // The second load's own gate, skipped, still blames the second load (the check is not off).
+    host->set_test_hooks({"", 0, 60000, true, true, false});
+    auto [third_slot, third] = load_into_fresh_slot(4);
+    const layer_gate skipper(*f.pool, {third});
+    auto view = skipper.wait(0);
+    REQUIRE_FALSE(view);
+    CHECK(view.error().message().find("sentinel") != std::string::npos);
+    second->cancel();
+    third->cancel();
+}
+
 TEST_CASE("host tier: the tree keeps host copies on device eviction, loads hand them out, a full host tier clamps to whole pages") {
     fixture f(kv_dtype::bf16, index_k_dtype::fp4, 8);
     auto host = make_host(*f.pool, 4);
