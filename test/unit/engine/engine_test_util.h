@@ -16,6 +16,11 @@
 
 namespace tandem::engine::test {
 
+// How long a test on the real tiny model waits for a request before calling it hung: a hang
+// guard, never a speed check. Sanitizer builds on a loaded 2-core box run the model 10-50x
+// slower (TSan: a 3-turn session test took over 2 minutes), so it is generous.
+inline constexpr int64_t k_model_wait_ms = 600000;
+
 // Collects one request's events; checks there is exactly one final event and nothing after it.
 struct collector {
     // A test that fails a REQUIRE unwinds and destroys its collectors while the engine may still

@@ -29,6 +29,9 @@ inline config cache_config(const std::string& model_dir, bool prefix, int64_t ch
     // A randomly sampled shadow check borrows pool pages after the final event: off, so the
     // page accounting below is exact.
     c.verify.sample_rate = 0;
+    // Requests queue behind each other here (preemption in a small pool, sessions of 5): the
+    // 120 s default queue timeout would fail them on a slow machine (TSan), a verdict on speed.
+    c.scheduler.queue_timeout_ms = k_model_wait_ms;
     return c;
 }
 
@@ -86,8 +89,9 @@ inline std::vector<turn_result> run_sessions(tandem::engine::engine& eng, uint64
         }
         for (size_t i = 0; i < prompts.size(); ++i) REQUIRE(eng.submit({prompts[i], p, cols[i].sink(), ""}));
         for (size_t i = 0; i < prompts.size(); ++i) {
-            REQUIRE(cols[i].wait_final(120000));
-            REQUIRE(cols[i].last.reason == finish_reason::length);
+            REQUIRE(cols[i].wait_final(k_model_wait_ms));
+            REQUIRE_MESSAGE(cols[i].last.reason == finish_reason::length,
+                            cols[i].last.error.message());
             results.push_back({cols[i].tokens, cols[i].logprobs});
             if (i < size_t(sessions)) {
                 history[i].insert(history[i].end(), cols[i].tokens.begin(), cols[i].tokens.end());

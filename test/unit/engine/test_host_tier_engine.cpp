@@ -59,7 +59,7 @@ turn_result run_one(tandem::engine::engine& eng, const std::vector<int32_t>& pro
                     status* error = nullptr) {
     collector col;
     REQUIRE(eng.submit({prompt, greedy(n), col.sink(), ""}));
-    REQUIRE(col.wait_final(120000));
+    REQUIRE(col.wait_final(k_model_wait_ms));
     if (error != nullptr) *error = col.last.error;
     return {col.tokens, col.logprobs};
 }

@@ -90,7 +90,7 @@ TEST_CASE("prefix cache: a branch point gets a snapshot, so the next sibling res
     auto run = [&](const std::vector<int32_t>& prompt) {
         collector col;
         REQUIRE(eng.submit({prompt, p, col.sink(), ""}));
-        REQUIRE(col.wait_final(60000));
+        REQUIRE(col.wait_final(k_model_wait_ms));
         return eng.stats().prefix.hit_tokens;
     };
     CHECK(run(with_tail(1, 150)) == 0);  // snapshot at its prompt end, 3 pages
@@ -118,12 +118,12 @@ TEST_CASE("prefix cache: flush is refused while a request holds cache state, the
     collector c;
     auto id = eng.submit({make_prompt(3, 300, 5000), p, c.sink(), ""});
     REQUIRE(id);
-    REQUIRE(c.wait_tokens(2, 60000));
+    REQUIRE(c.wait_tokens(2, k_model_wait_ms));
     result<int64_t> refused = flush();
     REQUIRE_FALSE(refused.is_ok());
     CHECK(refused.error().code() == error_code::unavailable);
     eng.abort(*id);
-    REQUIRE(c.wait_final(60000));
+    REQUIRE(c.wait_final(k_model_wait_ms));
     CHECK(c.last.reason == finish_reason::aborted);
     // The aborted request's prompt-end snapshot stays in the cache until the flush.
     CHECK(eng.stats().prefix.cached_pages > 0);
