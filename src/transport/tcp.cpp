@@ -2,6 +2,8 @@
 // API, the periodic tick (deadlines, stalls, delayed frames, reconnects) and shutdown.
 #include <netdb.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <cstring>
 
@@ -133,6 +135,10 @@ status tcp_impl::init() {
 
 status tcp_impl::start(transport_events events) {
     if (thread_.joinable() || !loop_ready_) return make_error(error_code::internal, "tcp: bad start");
+    // libuv writes with write(2): a peer that vanished mid-write raises SIGPIPE, whose default
+    // action kills the process. The HTTP server ignores it too, but the transport must not depend
+    // on having been started after it (a unit-test shard of transports alone died of it).
+    std::signal(SIGPIPE, SIG_IGN);
     events_ = std::move(events);
     uv_async_init(&loop_, &wakeup_, [](uv_async_t* a) { static_cast<tcp_impl*>(a->data)->drain_inbox(); });
     wakeup_.data = this;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <thread>
 
 #include <fmt/format.h>
@@ -117,14 +118,31 @@ TEST_CASE("tcp: a layout mismatch is refused on both sides and retried only at t
     REQUIRE(c->start(ec.events()).is_ok());
     REQUIRE(ec.wait([&] { return !ec.lost.empty(); }));
     REQUIRE(es.wait([&] { return !es.lost.empty(); }));
-    CHECK(ec.lost[0].second.message().find("layout mismatch: prefill has") != std::string::npos);
-    CHECK(es.lost[0].second.message().find("but prefill has") != std::string::npos);
+    CHECK(ec.lost_at(0).second.message().find("layout mismatch: prefill has") != std::string::npos);
+    CHECK(es.lost_at(0).second.message().find("but prefill has") != std::string::npos);
     // reconnect_min_ms = 10 would give ~50 attempts in 500 ms; a refusal waits reconnect_max_ms
     // (100) each time, so a peer restarted with a matching layout is found, without a storm.
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     CHECK(es.lost_count() >= 2);
     CHECK(es.lost_count() <= 7);
     CHECK(ec.ready_count() == 0);
+}
+
+TEST_CASE("tcp: starting a transport ignores SIGPIPE, so a peer vanishing mid-write cannot kill the process") {
+    // The HTTP server ignores SIGPIPE as well; a process (or a test shard) that runs transports
+    // without it died of a write to a closed peer. Reset to the default to see the transport set it.
+    struct sigaction before {};
+    REQUIRE(sigaction(SIGPIPE, nullptr, &before) == 0);
+    std::signal(SIGPIPE, SIG_DFL);
+    event_log es;
+    auto s = make_server(tiny_layout());
+    REQUIRE(s->start(es.events()).is_ok());
+    struct sigaction now {};
+    REQUIRE(sigaction(SIGPIPE, nullptr, &now) == 0);
+    const bool ignored = now.sa_handler == SIG_IGN;
+    CHECK(ignored);
+    s->stop();
+    sigaction(SIGPIPE, &before, nullptr);
 }
 
 TEST_CASE("tcp: a peer sending garbage is disconnected and counted; the loop keeps serving") {

@@ -42,6 +42,9 @@ struct event_log {
         std::unique_lock lock(mu);
         return cv.wait_for(lock, std::chrono::milliseconds(ms), pred);
     }
+    // The i-th loss, copied under the lock: the transport thread may still be appending (a
+    // refused peer is retried), and reading the vector unlocked races its reallocation.
+    std::pair<peer_id, status> lost_at(size_t i) { std::lock_guard lock(mu); return lost.at(i); }
     size_t frame_count() { std::lock_guard lock(mu); return frames.size(); }
     size_t lost_count() { std::lock_guard lock(mu); return lost.size(); }
     size_t ready_count() { std::lock_guard lock(mu); return ready.size(); }
