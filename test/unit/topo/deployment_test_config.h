@@ -24,6 +24,9 @@ inline config deployment_test_config(const std::string& model_dir) {
     // Off unless a test asks: a randomly sampled shadow check borrows pool pages after the final
     // event, which would make page-accounting assertions flaky.
     c.verify.sample_rate = 0;
+    // Requests here may queue behind each other; the 120 s default queue timeout would fail them
+    // on a slow machine (sanitizer builds), a verdict on speed. No test here is about it.
+    c.scheduler.queue_timeout_ms = 600000;
     return c;
 }
 

@@ -63,7 +63,7 @@ std::vector<outcome> generate(tandem::engine::engine& eng,
     }
     std::vector<outcome> out;
     for (auto& c : cols) {
-        REQUIRE(c.wait_final(120000));
+        REQUIRE(c.wait_final(k_model_wait_ms));
         CHECK(c.finals == 1);
         CHECK_MESSAGE(c.last.reason != finish_reason::error, c.last.error.message());
         outcome o;
@@ -183,7 +183,7 @@ TEST_CASE("pd deployment: an abort wave during transfers leaks nothing; the next
     for (request_id id : ids) pd.eng().abort(id);
     int aborted = 0;
     for (auto& col : cols) {
-        REQUIRE(col.wait_final(60000));
+        REQUIRE(col.wait_final(k_model_wait_ms));
         CHECK(col.finals == 1);
         CHECK(col.events_after_final == 0);
         aborted += col.last.reason == finish_reason::aborted ? 1 : 0;

@@ -63,7 +63,7 @@ run_result run(const config& c, const std::vector<std::vector<int32_t>>& prompts
     }
     run_result r;
     for (auto& col : cols) {
-        REQUIRE(col.wait_final(120000));
+        REQUIRE(col.wait_final(k_model_wait_ms));
         CHECK_MESSAGE(col.last.reason != finish_reason::error, col.last.error.message());
         r.tokens.push_back(col.tokens);
     }

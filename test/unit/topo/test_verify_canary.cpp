@@ -56,7 +56,7 @@ void run_all(tandem::engine::engine& eng, const std::vector<std::vector<int32_t>
         REQUIRE_MESSAGE(id, id.error().message());
     }
     for (auto& c : cols) {
-        REQUIRE(c.wait_final(120000));
+        REQUIRE(c.wait_final(k_model_wait_ms));
         CHECK_MESSAGE(c.last.reason != finish_reason::error, c.last.error.message());
     }
 }
@@ -64,7 +64,7 @@ void run_all(tandem::engine::engine& eng, const std::vector<std::vector<int32_t>
 // Waits until `sampled` requests were sampled and nothing is left to check (bounded by work,
 // not by time: the deadline only catches a verifier that stopped making progress).
 verify_report settled(tandem::engine::engine& eng, int64_t sampled) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(k_model_wait_ms);
     for (;;) {
         verify_report v = eng.verification();
         if ((v.sampled >= sampled && v.inflight == 0) || std::chrono::steady_clock::now() > until) {
@@ -209,7 +209,7 @@ TEST_CASE("verify: checks that cannot run are counted by reason, never dropped")
         auto id = single.eng().submit({make_prompt(1, 8, 5000), greedy(1000), col.sink(), ""});
         REQUIRE(id);
         single.eng().abort(*id);
-        REQUIRE(col.wait_final());
+        REQUIRE(col.wait_final(k_model_wait_ms));
         const verify_report v = settled(single.eng(), 1);
         CHECK(v.sampled == 1);
         CHECK(v.skipped[static_cast<size_t>(verify_skip::unfinished)] ==
@@ -238,7 +238,7 @@ TEST_CASE("verify: checks that cannot run are counted by reason, never dropped")
             go = true;
         }
         cv.notify_all();
-        for (auto& col : cols) REQUIRE(col.wait_final());
+        for (auto& col : cols) REQUIRE(col.wait_final(k_model_wait_ms));
         const verify_report v = settled(eng, 4);
         CHECK(v.skipped[static_cast<size_t>(verify_skip::inflight)] == 3);
         CHECK(v.checks == 1);
