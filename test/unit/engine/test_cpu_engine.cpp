@@ -6,6 +6,7 @@
 
 #include "cache/plan_command.h"
 #include "engine/cpu_engine.h"
+#include "core/config_test_helpers.h"
 #include "engine_test_util.h"
 #include "tiny_checkpoint.h"
 #include "model/make_model.h"
@@ -25,9 +26,7 @@ config engine_config(const std::string& model_dir, int64_t prefill_tokens) {
     c.cache.memory_bytes = int64_t{64} << 20;
     c.scheduler.max_running_requests = 8;
     c.scheduler.max_prefill_tokens = prefill_tokens;
-    // A randomly sampled shadow check borrows pool pages after the final event: off, so the
-    // every-page-back assertions are exact.
-    c.verify.sample_rate = 0;
+    testing::no_verify(c);
     return c;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/config_test_helpers.h"
 
 namespace tandem::test {
 
@@ -21,9 +22,7 @@ inline config deployment_test_config(const std::string& model_dir) {
     c.scheduler.max_running_requests = 8;
     c.scheduler.max_prefill_tokens = 512;
     c.transport.listen_port = 0;
-    // Off unless a test asks: a randomly sampled shadow check borrows pool pages after the final
-    // event, which would make page-accounting assertions flaky.
-    c.verify.sample_rate = 0;
+    testing::no_verify(c);
     return c;
 }
 
