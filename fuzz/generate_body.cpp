@@ -9,9 +9,9 @@ using namespace tandem;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     constexpr int32_t vocab = 129280;
-    fuzz::json_request body(data, size);
-    if (!body.object) return 0;
-    const simdjson::dom::object& obj = *body.object;
+    fuzz::json_request request(data, size);
+    if (!request.object) return 0;
+    const simdjson::dom::object& obj = *request.object;
     auto body = api::read_generate_body(obj, vocab);
     if (!fuzz::accepted(body)) return 0;
     FUZZ_CHECK(!body->input_ids.empty());
