@@ -21,7 +21,7 @@ namespace {
 
 std::shared_ptr<engine::pool_sequences> make_sequences(const model::model_config& c, cache::kv_dtype kv,
                                                        cache::index_k_dtype ik) {
-    auto layout = cache::layout_spec::create(c, cache::layout_options{kv, ik, 16});
+    auto layout = cache::layout_spec::create(c, cache::layout_options{kv, ik, 128});
     REQUIRE_MESSAGE(layout.is_ok(), layout.error().message());
     auto pool = cache::page_pool::create(*layout, cache::pool_options{int64_t{64} << 20, 4});
     REQUIRE_MESSAGE(pool.is_ok(), pool.error().message());
