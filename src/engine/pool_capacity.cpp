@@ -38,6 +38,15 @@ const std::vector<std::shared_ptr<const cache::load_ticket>>* pool_sequences::lo
     return it == loads_.end() ? nullptr : &it->second;
 }
 
+bool pool_sequences::waited_on_by_others(sequence_id owner, const cache::load_ticket* ticket) const {
+    for (const auto& [id, tickets] : loads_) {
+        if (id == owner) continue;
+        for (const auto& t : tickets)
+            if (t.get() == ticket) return true;
+    }
+    return false;
+}
+
 cache::slot_ref pool_sequences::detach(sequence_id id) {
     auto it = slots_.find(id);
     TANDEM_CHECK_MSG(it != slots_.end(), "detach of an unknown sequence");

@@ -40,6 +40,8 @@ class pool_sequences {
     // pass reaches a layer only once every ticket of the batch's sequences landed that layer.
     void set_loads(sequence_id id, std::vector<std::shared_ptr<const cache::load_ticket>> tickets);
     const std::vector<std::shared_ptr<const cache::load_ticket>>* loads(sequence_id id) const;
+    // Whether a sequence other than `owner` waits on `ticket` (it matched pages that load fills).
+    bool waited_on_by_others(sequence_id owner, const cache::load_ticket* ticket) const;
     // How long a step waits for one layer of a load (cache.host_load_timeout_ms).
     int64_t load_timeout_ms = 30000;
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/liveness.h"
 #include "core/log.h"
 
 namespace tandem::engine {
@@ -205,6 +206,13 @@ void prefix_cache::release(const request& r, bool publish) {
     auto it = seqs_state_.find(r.sequence);
     if (it == seqs_state_.end()) return;
     sequence_state& s = it->second;
+    if (s.load && !s.load->complete() && seqs_->waited_on_by_others(r.sequence, s.load.get())) {
+        // Another sequence matched pages this load fills and its next step waits on them:
+        // cancelling would fail that step (and its whole batch) over this request's abort. The
+        // step would wait for the same copies anyway, so wait for them here.
+        const int64_t deadline = monotonic_ms() + seqs_->load_timeout_ms;
+        (void)s.load->wait_layer(s.load->num_layers() - 1, deadline);  // incomplete: cancelled below
+    }
     if (s.load && !s.load->complete()) {
         // Dropped before its first step (abort, error): no more writes into its pages, and the
         // tree forgets the device copies that load was filling (they never landed).

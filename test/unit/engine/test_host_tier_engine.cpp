@@ -8,6 +8,8 @@
 //       usable and correct afterwards.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "cache/host_tier.h"
 #include "engine/cpu_engine.h"
 #include "engine/prefix_cache.h"
@@ -159,4 +161,70 @@ TEST_CASE("host tier: T5 loads under delays on each kind and layer give cache-of
     }
     const engine_stats s = eng.stats();
     CHECK(s.prefix.restore_failures == 0);
+}
+
+// Two requests admitted together share the pages one of them is loading from host (the second
+// matched them while the first's load was still copying). The first is aborted before its first
+// step. Its load must still land for the second: cancelling it would fail the second request's
+// step — and every request batched with it — over someone else's abort.
+TEST_CASE("host tier: an abort does not cancel a load another admitted request waits on") {
+    tiny_checkpoint ckpt;
+    const auto turn1 = make_prompt(51, 3 * 128 + 40, 5000);
+    auto turn2 = turn1;
+    const auto msg = make_prompt(52, 30, 5000);
+    turn2.insert(turn2.end(), msg.begin(), msg.end());
+    config c = host_config(ckpt.dir.string(), 700 * 1024);
+    c.cache.host_load_timeout_ms = 60000;
+    std::shared_ptr<prefix_cache> prefix;
+    std::shared_ptr<pool_sequences> seqs;
+    {
+        auto parts = make_cpu_engine_parts(c);
+        REQUIRE_MESSAGE(parts, parts.error().message());
+        prefix = parts->prefix;
+        seqs = parts->sequences;
+        scheduler_options so = scheduler_options_from(c, nullptr);
+        so.prefix = parts->prefix;
+        scheduler sched(std::move(parts->executor), std::move(parts->cap), std::move(so));
+        prefix->host()->set_test_hooks({"", -1, 0, false, false, true});  // evict to host on release
+        run_one(sched, turn1, 6);
+    }  // the scheduler is gone: this thread now drives the cache as the scheduler would
+    REQUIRE(prefix->stats().evicted_to_host > 0);
+    // The copy thread waits 300 ms before each kind of layer 0, so the first load is still
+    // copying when the abort releases it.
+    prefix->host()->set_test_hooks({"", 0, 300, true, false, false});
+    auto admit = [&](request_id id) {
+        auto r = std::make_unique<request>();
+        r->id = id;
+        r->prompt = turn2;
+        auto seq = seqs->create();
+        REQUIRE(seq);
+        r->sequence = *seq;
+        r->computed = prefix->attach(*r);
+        return r;
+    };
+    auto first = admit(1);
+    auto second = admit(2);
+    REQUIRE(first->computed > 0);
+    REQUIRE(second->computed == first->computed);
+    const auto* waits = seqs->loads(second->sequence);
+    REQUIRE(waits != nullptr);
+    std::vector<const cache::load_ticket*> distinct;
+    for (const auto& t : *waits)
+        if (std::find(distinct.begin(), distinct.end(), t.get()) == distinct.end()) distinct.push_back(t.get());
+    REQUIRE(distinct.size() == 2);  // the first request's load (shared pages) and its own
+    const int64_t loaded_before = prefix->stats().host_loaded_pages;
+
+    prefix->release(*first, false);  // aborted before its first step
+    seqs->destroy(first->sequence);
+    const cache::layer_gate gate(seqs->pool(), *waits, 60000);
+    for (int32_t l = 0; l < seqs->pool().layout().num_layers(); ++l) {
+        auto view = gate.wait(l);
+        REQUIRE_MESSAGE(view.is_ok(), view.error().message());
+    }
+    CHECK(prefix->stats().host_loaded_pages > loaded_before);
+    prefix->after_step(*second);
+    prefix->release(*second, false);
+    seqs->destroy(second->sequence);
+    CHECK(prefix->locked_nodes() == 0);
+    prefix->tree().check_integrity();
 }
