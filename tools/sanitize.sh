@@ -5,6 +5,9 @@
 #   tools/sanitize.sh tsan        ThreadSanitizer (build-tsan/, -Db_sanitize=thread)
 #   tools/sanitize.sh asan        AddressSanitizer + UBSan (build-asan/, -Db_sanitize=address,undefined)
 #   tools/sanitize.sh tsan --unit-only
+#   tools/sanitize.sh tsan --e2e-only              (skips the unit suite)
+#   tools/sanitize.sh tsan --unit-only -- -sf='*unit/engine/*'   (arguments after -- go to the
+#                                                  unit tests with --unit-only: a shard)
 #   tools/sanitize.sh tsan -- -k "test_sigstop"     (arguments after -- go to pytest)
 # The e2e subset: test_pd.py, test_pd_liveness.py and test_lifecycle.py (every thread that
 # matters: HTTP loop, scheduler, tcp transport and heartbeats, prefill and decode engines).
@@ -24,10 +27,12 @@ case "$san" in
 esac
 shift
 unit_only=0
+e2e_only=0
 pytest_args=()
 while (($#)); do
   case "$1" in
     --unit-only) unit_only=1; shift ;;
+    --e2e-only) e2e_only=1; shift ;;
     --) shift; pytest_args=("$@"); break ;;
     *) echo "tools/sanitize.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -51,9 +56,13 @@ export ASAN_OPTIONS="log_path=$reports/asan detect_leaks=1"
 export UBSAN_OPTIONS="log_path=$reports/ubsan print_stacktrace=1"
 
 status=0
-echo "==> unit suite under $san" >&2
-"$dir/test/unit_tests" --no-intro=true >"$dir/sanitize-unit.log" 2>&1 || status=$?
-grep -a 'test cases\|Status' "$dir/sanitize-unit.log" >&2 || true
+if ((!e2e_only)); then
+  echo "==> unit suite under $san" >&2
+  unit_args=()
+  ((unit_only)) && unit_args=("${pytest_args[@]}")
+  "$dir/test/unit_tests" --no-intro=true "${unit_args[@]}" >"$dir/sanitize-unit.log" 2>&1 || status=$?
+  grep -a 'test cases\|Status' "$dir/sanitize-unit.log" >&2 || true
+fi
 if ((!unit_only)); then
   echo "==> e2e pd subset against $dir/tandem" >&2
   ((${#pytest_args[@]})) || pytest_args=(test/e2e/test_pd.py test/e2e/test_pd_liveness.py test/e2e/test_lifecycle.py)
@@ -72,4 +81,4 @@ if [ -n "$found" ]; then
   exit 1
 fi
 if ((status)); then echo "tools/sanitize.sh: tests failed (logs: $dir/sanitize-*.log)" >&2; exit "$status"; fi
-echo "tools/sanitize.sh: $san clean (unit$( ((unit_only)) || echo ' + e2e pd subset'))" >&2
+echo "tools/sanitize.sh: $san clean ($( ((e2e_only)) || echo 'unit')$( ((unit_only || e2e_only)) || echo ' + ')$( ((unit_only)) || echo 'e2e'))" >&2

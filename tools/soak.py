@@ -8,7 +8,13 @@ client aborts, disconnects and bursts past the queue limit. Reports, over time a
   errors   clear errors (5xx with an OpenAI error body, an SSE error event): faults, overflow
   leaked   pages not free / transfers quarantined once both servers are idle (must be 0)
   rss, fds the pd and single processes' resident memory and open descriptors, sampled
+  growth   RSS and descriptor growth after --warmup-minutes: the least-squares slope over the
+           later samples times their span (must stay under --max-rss-growth-mib, --max-fd-growth)
 
+Both servers run with a small pool (--cache-memory-bytes) so that the prefix caches, which keep
+every prompt's pages and snapshots until the pool needs them, reach their configured bound during
+the warm-up: a pool page's memory is committed when first written and kept, so a 1 GiB default
+pool filling over hours looks like a slow leak in RSS while it is a bounded cache filling.
     .venv/bin/python tools/soak.py --minutes 20            # the documented run
     .venv/bin/python tools/soak.py --minutes 2 --workers 6 # a short one
 
@@ -33,10 +39,11 @@ LISTEN_RE = re.compile(r"listening on http://([^:\s]+):(\d+)")
 
 
 class Server:
-    def __init__(self, binary, args):
+    def __init__(self, binary, args, env=None):
         self.proc = subprocess.Popen([binary, "--port", "0", "--model", str(ROOT / "models/tiny"),
                                       *args], cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+                                     stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, **(env or {})})
         self.port = None
         self.log = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -78,6 +85,41 @@ class Server:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
         return 0
+
+    def page_bytes(self):
+        """(bytes of one history page, bytes of one boundary snapshot) from the startup log."""
+        text = "".join(self.log)
+        page = re.search(r"history per page \(all layers and kinds\): (\d+) B", text)
+        snap = re.search(r"prefix-cache boundary snapshot: (\d+) B", text)
+        return int(page.group(1)) if page else 0, int(snap.group(1)) if snap else 0
+
+    def pool_sizes(self):
+        """Mapping sizes of the KV pools (one per engine), from the startup log: each pool is one
+        anonymous mmap of slots x fixed state + pages x page bytes."""
+        text = "".join(self.log)
+        page, _ = self.page_bytes()
+        fixed = re.search(r"fixed state per sequence: (\d+) B", text)
+        sizes = set()
+        for m in re.finditer(r"budget \d+ B \([^)]*\): (\d+) sequence slots \+ (\d+) pages", text):
+            b = int(m.group(1)) * int(fixed.group(1)) + int(m.group(2)) * page
+            sizes.add((b + 4095) // 4096 * 4096)
+        return sizes
+
+    def memory_mib(self):
+        """Resident memory by kind, from /proc/<pid>/smaps: weights (the checkpoint's file
+        mappings: bounded by their size), pools (the KV pools: bounded by cache.memory_bytes;
+        a page's memory is committed when first written and kept) and other (heap, stacks, code:
+        where a leak would show)."""
+        pools, out, cur = self.pool_sizes(), {"weights": 0, "pools": 0, "other": 0}, None
+        for line in open(f"/proc/{self.proc.pid}/smaps"):
+            m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s*(.*)$", line)
+            if m:
+                size = int(m.group(2), 16) - int(m.group(1), 16)
+                cur = ("weights" if m.group(3).endswith(".safetensors") else
+                       "pools" if not m.group(3) and size in pools else "other")
+            elif line.startswith("Rss:"):
+                out[cur] += int(line.split()[1]) * 1024
+        return {k: round(v / 2**20, 1) for k, v in out.items()}
 
     def fds(self):
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
@@ -234,6 +276,29 @@ def wait_idle(server, timeout=60):
     return m, int(held_pages(m) + m.get("tandem_pd_quarantined_requests", 0))
 
 
+def cache_mib(server, m):
+    """MiB the prefix cache holds (pool pages + snapshots), the single or the pd prefill side."""
+    page, snap = server.page_bytes()
+    pages = m.get("tandem_prefix_cache_pages", 0) + m.get("tandem_pd_prefill_cache_pages", 0)
+    snaps = m.get("tandem_prefix_cache_snapshots", 0) + m.get("tandem_pd_prefill_cache_snapshots", 0)
+    return round((pages * page + snaps * snap) / 2**20, 1)
+
+
+def growth(samples, key, warmup_minutes):
+    """Least-squares slope of samples[key] after the warm-up, times the span it covers: what
+    the series gained after warm-up, robust to single-sample allocator noise. None when fewer
+    than three samples follow the warm-up."""
+    pts = [(s["minutes"], s[key]) for s in samples if s["minutes"] >= warmup_minutes]
+    if len(pts) < 3:
+        return None
+    n = len(pts)
+    mx = sum(x for x, _ in pts) / n
+    my = sum(y for _, y in pts) / n
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx else 0.0
+    return round(slope * (pts[-1][0] - pts[0][0]), 1)
+
+
 def held_pages(m):
     # Pages neither free nor kept by the prefix cache (shared history is held on purpose; the
     # cache gives it back under pressure or on POST /flush_cache).
@@ -251,10 +316,23 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bin", default=str(ROOT / "build/tandem"))
     ap.add_argument("--json", help="also write the report here")
+    ap.add_argument("--cache-memory-bytes", type=int, default=32 << 20,
+                    help="cache.memory_bytes of both servers (small, so the caches fill in warm-up)")
+    ap.add_argument("--warmup-minutes", type=float, default=None,
+                    help="samples before this are not judged for growth (default: a quarter of "
+                         "the run, at most 5)")
+    ap.add_argument("--max-rss-growth-mib", type=float, default=16,
+                    help="resident memory outside the weights and the KV pools that each server "
+                         "may gain after warm-up (fitted slope x span)")
+    ap.add_argument("--max-fd-growth", type=float, default=4,
+                    help="open descriptors each server may gain after warm-up")
+    ap.add_argument("--logs", help="write both servers' logs into this directory")
     args = ap.parse_args()
 
-    single = Server(args.bin, ["--set", "scheduler.max_queued_requests=4096"])
-    pd = Server(args.bin, [
+    warmup = args.warmup_minutes if args.warmup_minutes is not None else min(5.0, args.minutes / 4)
+    cache = ["--set", f"cache.memory_bytes={args.cache_memory_bytes}"]
+    single = Server(args.bin, ["--set", "scheduler.max_queued_requests=4096", *cache])
+    pd = Server(args.bin, [*cache,
         "--topology", "pd", "--set", "transport.kind=tcp", "--set", "transport.listen_port=0",
         "--set", "cache.page_size=128", "--set", "scheduler.max_running_requests=16",
         "--set", "scheduler.max_queued_requests=16", "--set", "transport.abort_lease_ms=500",
@@ -269,8 +347,11 @@ def main():
     for t in threads:
         t.start()
     samples, rng = [], random.Random(args.seed)
-    print(f"{'min':>6} {'ok':>6} {'wrong':>5} {'lost':>4} {'errors':>6} {'pd rss MiB':>10} "
-          f"{'pd fds':>6} {'single rss MiB':>14} {'single fds':>10}", flush=True)
+    print("MiB: rss = weights (file) + pools (KV) + other (heap, stacks, code); cache: what the "
+          "prefix cache holds", flush=True)
+    print(f"{'min':>6} {'ok':>6} {'wrong':>5} {'lost':>4} {'errors':>6} | {'pd rss':>6} "
+          f"{'weights':>7} {'pools':>6} {'other':>6} {'cache':>6} {'fds':>4} | {'single rss':>10} "
+          f"{'weights':>7} {'pools':>6} {'other':>6} {'cache':>6} {'fds':>4}", flush=True)
     while time.time() < stop_at:
         time.sleep(min(args.sample_seconds, max(0.0, stop_at - time.time())))
         overflow_burst(pd, tally, rng, args)
@@ -279,11 +360,19 @@ def main():
                   "wrong": c.get("wrong", 0), "lost": c.get("lost", 0),
                   "errors": c.get("error", 0), "pd_rss_mib": pd.rss_kib() // 1024,
                   "pd_fds": pd.fds(), "single_rss_mib": single.rss_kib() // 1024,
-                  "single_fds": single.fds()}
+                  "single_fds": single.fds(), "pd_cache_mib": cache_mib(pd, pd.metrics()),
+                  "single_cache_mib": cache_mib(single, single.metrics())}
+        for name, server in (("pd", pd), ("single", single)):
+            for kind, mib in server.memory_mib().items():
+                sample[f"{name}_{kind}_mib"] = mib
         samples.append(sample)
-        print(f"{sample['minutes']:6.2f} {sample['ok']:6d} {sample['wrong']:5d} {sample['lost']:4d} "
-              f"{sample['errors']:6d} {sample['pd_rss_mib']:10d} {sample['pd_fds']:6d} "
-              f"{sample['single_rss_mib']:14d} {sample['single_fds']:10d}", flush=True)
+        row = f"{sample['minutes']:6.2f} {sample['ok']:6d} {sample['wrong']:5d} " \
+              f"{sample['lost']:4d} {sample['errors']:6d}"
+        for name, w in (("pd", 6), ("single", 10)):
+            row += (f" | {sample[name + '_rss_mib']:{w}d} {sample[name + '_weights_mib']:7.1f} "
+                    f"{sample[name + '_pools_mib']:6.1f} {sample[name + '_other_mib']:6.1f} "
+                    f"{sample[name + '_cache_mib']:6.1f} {sample[name + '_fds']:4d}")
+        print(row, flush=True)
     for t in threads:
         t.join(args.request_timeout + 30)
     lost_threads = sum(t.is_alive() for t in threads)
@@ -292,16 +381,36 @@ def main():
     report = {"counts": tally.counts, "examples": tally.examples, "samples": samples,
               "leaked_pages": pd_leak + single_leak, "wedged_workers": lost_threads,
               "pd_late_end_events": pd_m.get("tandem_request_late_end_events_total", 0),
-              "pd_transfers_failed": pd_m.get('tandem_pd_transfers_total{result="failed"}', 0)}
+              "pd_transfers_failed": pd_m.get('tandem_pd_transfers_total{result="failed"}', 0),
+              "warmup_minutes": warmup,
+              "growth_after_warmup": {f"{name}_{k}": growth(samples, f"{name}_{k}", warmup)
+                                      for name in ("pd", "single")
+                                      for k in ("rss_mib", "weights_mib", "pools_mib",
+                                                "other_mib", "fds")}}
     print(json.dumps({k: v for k, v in report.items() if k != "samples"}, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     pd.stop()
     single.stop()
+    if args.logs:
+        Path(args.logs).mkdir(parents=True, exist_ok=True)
+        Path(args.logs, "pd.log").write_text("".join(pd.log))
+        Path(args.logs, "single.log").write_text("".join(single.log))
     bad = (tally.counts.get("wrong", 0) + tally.counts.get("lost", 0) + report["leaked_pages"]
            + lost_threads + sum(v for k, v in tally.counts.items() if k.endswith("_lost")))
-    print("SOAK " + ("FAILED" if bad else "PASSED"))
-    return 1 if bad else 0
+    # Judged: memory outside the weights' file mappings and the KV pools (both bounded by their
+    # size, and both committed lazily as they are first touched), and descriptors.
+    g = report["growth_after_warmup"]
+    limits = {"other_mib": args.max_rss_growth_mib, "fds": args.max_fd_growth}
+    judged = {k: v for k, v in g.items() if any(k.endswith(s) for s in limits)}
+    grew = [f"{k} +{v}" for k, v in judged.items() if v is not None and v > next(
+        limit for suffix, limit in limits.items() if k.endswith(suffix))]
+    if any(v is None for v in judged.values()):
+        grew.append("too few samples after the warm-up to judge growth")
+    if grew:
+        print("growth after warm-up over the limit: " + ", ".join(grew))
+    print("SOAK " + ("FAILED" if bad or grew else "PASSED"))
+    return 1 if bad or grew else 0
 
 
 if __name__ == "__main__":

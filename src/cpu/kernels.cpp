@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "cpu/kernels_internal.h"
 
@@ -39,25 +40,62 @@ void dots(const float* q, const float* const* keys, int64_t count, int64_t n, fl
 
 void axpy(float a, const float* x, float* y, int64_t n) { detail::active_kernels().axpy(a, x, y, n); }
 
+namespace {
+
+// Work unit of a linear: a block of output columns over a tile of rows. The block's weights (a
+// few KB to a few hundred KB) stay in cache while the tile's rows stream past them, and each
+// weight is read from memory once per call whatever the batch (rows are tiled only when there
+// are many, and then the block is re-read from cache, not memory).
+constexpr int64_t k_row_tile = 63;  // a multiple of the AVX2 kernel's 3-row group
+
+int64_t output_block(const weight_matrix& w) {
+    const int64_t row_bytes = std::max<int64_t>(1, w.row_bytes());
+    return std::clamp<int64_t>((int64_t{96} << 10) / row_bytes / 12 * 12, 12, 384);
+}
+
+int64_t units_of(const linear_job& j) {
+    if (j.rows <= 0 || j.w.rows <= 0) return 0;
+    const int64_t block = output_block(j.w);
+    return ((j.w.rows + block - 1) / block) * ((j.rows + k_row_tile - 1) / k_row_tile);
+}
+
+void run_unit(const detail::kernel_table& k, const linear_job& j, int64_t u) {
+    const int64_t block = output_block(j.w), tiles = (j.rows + k_row_tile - 1) / k_row_tile;
+    const int64_t b = u / tiles, t = u % tiles;
+    const int64_t o0 = b * block, o1 = std::min(j.w.rows, o0 + block);
+    const int64_t r0 = t * k_row_tile, r1 = std::min(j.rows, r0 + k_row_tile);
+    k.tile(j.x + r0 * j.x_stride, j.x_stride, r1 - r0, j.w, o0, o1, j.y + r0 * j.y_stride + o0, j.y_stride);
+}
+
+}  // namespace
+
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,
             int64_t y_stride) {
-    if (rows <= 0 || w.rows <= 0) return;
-    const auto tile = detail::active_kernels().tile;
-    // Work unit: a block of output columns over a tile of rows. The block's weights (a few KB
-    // to a few hundred KB) stay in cache while the tile's rows stream past them, and each
-    // weight is read from memory once per call whatever the batch (rows are tiled only when
-    // there are many, and then the block is re-read from cache, not memory).
-    const int64_t row_bytes = std::max<int64_t>(1, w.row_bytes());
-    const int64_t block = std::clamp<int64_t>((int64_t{96} << 10) / row_bytes / 12 * 12, 12, 384);
-    const int64_t row_tile = 63;  // a multiple of the AVX2 kernel's 3-row group
-    const int64_t blocks = (w.rows + block - 1) / block, tiles = (rows + row_tile - 1) / row_tile;
-    const int64_t units = blocks * tiles;
+    const linear_job job{x, rows, x_stride, w, y, y_stride};
+    const int64_t units = units_of(job);
+    if (units == 0) return;
+    const detail::kernel_table& k = detail::active_kernels();
     pool.parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
+        for (int64_t u = u0; u < u1; ++u) run_unit(k, job, u);
+    });
+}
+
+void linear_group(thread_pool& pool, std::span<const linear_job> jobs) {
+    // first[i]: the group-wide index of job i's first unit (first[jobs.size()] = all units).
+    // The caller's thread owns this buffer for the call; workers only read it.
+    thread_local std::vector<int64_t> first;
+    first.resize(jobs.size() + 1);
+    first[0] = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) first[i + 1] = first[i] + units_of(jobs[i]);
+    const int64_t units = first.back();
+    if (units == 0) return;
+    const detail::kernel_table& k = detail::active_kernels();
+    const int64_t* starts = first.data();
+    pool.parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
+        size_t i = static_cast<size_t>(std::upper_bound(starts, starts + jobs.size() + 1, u0) - starts) - 1;
         for (int64_t u = u0; u < u1; ++u) {
-            const int64_t b = u / tiles, t = u % tiles;
-            const int64_t o0 = b * block, o1 = std::min(w.rows, o0 + block);
-            const int64_t r0 = t * row_tile, r1 = std::min(rows, r0 + row_tile);
-            tile(x + r0 * x_stride, x_stride, r1 - r0, w, o0, o1, y + r0 * y_stride + o0, y_stride);
+            while (u >= starts[i + 1]) ++i;
+            run_unit(k, jobs[i], u - starts[i]);
         }
     });
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "cpu/thread_pool.h"
 #include "cpu/weight_matrix.h"
@@ -33,6 +34,22 @@ void axpy(float a, const float* x, float* y, int64_t n);
 // [out, in]). x has `rows` rows of stride `x_stride` (≥ w.cols), y rows of stride `y_stride`.
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,
             int64_t y_stride);
+
+// One linear of a group: y[r, o] = Σ_i x[r, i] · w(o, i) for r < rows, o < w.rows, strides as above.
+struct linear_job {
+    const float* x = nullptr;
+    int64_t rows = 0, x_stride = 0;
+    weight_matrix w;
+    float* y = nullptr;
+    int64_t y_stride = 0;
+};
+
+// Every job of the group in ONE parallel pass over all their (output block, row tile) units,
+// each job's result bitwise what linear() gives it alone. Why: a decode step's MoE runs many
+// small linears (one per active expert and projection, a few rows each); a pass per linear
+// paid a fork/join and left threads idle on the tail of every small one. Allocates nothing
+// once the group size has been seen.
+void linear_group(thread_pool& pool, std::span<const linear_job> jobs);
 
 // fp32 weights: the same as linear(weight_matrix::from_f32(w, out, in)).
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const float* w, int64_t in,

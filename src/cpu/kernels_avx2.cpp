@@ -186,17 +186,17 @@ TANDEM_AVX2 void across_outputs(const float* x, int64_t xs, int64_t r, const wei
 // scale states spill to L1): the 3 rows stay in L1 while the block's weights stream from L2,
 // 7 loads per 12 FMAs (4 × 2 needed 6 per 8; measured on one Zen 3 core, fp32/bf16 GEMM
 // 18–20 → 26–29 FLOP/cycle of 32). 2 rows left take 4 outputs; 1 row (GEMV) takes 8 outputs:
-// eight weight streams in flight and eight independent FMA chains.
+// eight weight streams in flight and eight independent FMA chains. A tile of 3q + 1 rows (q ≥ 1)
+// ends with two pairs instead of a triple and a single: the single row's pass decodes one weight
+// vector per FMA, a pair's one per two, and MoE experts often get 4 rows of a batch.
 template <class D>
 TANDEM_AVX2 void tile_form(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                            float* y, int64_t ys) {
+    const int64_t triples_end = rows >= 4 && rows % 3 == 1 ? rows - 4 : rows - rows % 3;
     int64_t r = 0;
-    for (; r + 3 <= rows; r += 3) across_outputs<D, 3, 4>(x, xs, r, w, o0, o1, y, ys);
-    switch (rows - r) {
-        case 2: across_outputs<D, 2, 4>(x, xs, r, w, o0, o1, y, ys); break;
-        case 1: across_outputs<D, 1, 8>(x, xs, r, w, o0, o1, y, ys); break;
-        default: break;
-    }
+    for (; r < triples_end; r += 3) across_outputs<D, 3, 4>(x, xs, r, w, o0, o1, y, ys);
+    for (; r + 2 <= rows; r += 2) across_outputs<D, 2, 4>(x, xs, r, w, o0, o1, y, ys);
+    if (r < rows) across_outputs<D, 1, 8>(x, xs, r, w, o0, o1, y, ys);
 }
 
 TANDEM_AVX2 void tile_avx2(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,

@@ -127,7 +127,7 @@ void top_k_ascending(const std::vector<float>& v, int64_t k, std::vector<int32_t
 // The attention pass's buffers (see model_impl::attn_scratch). One set serves every layer: a
 // layer's pass is done with them before the next starts.
 struct attention_scratch {
-    std::vector<float> qr, q, kv, qi, iw, o, z, ckv, cg;
+    std::vector<float> qr, q, kv, qi, iw, o, z, ckv, cg, ickv, icg;  // ickv/icg: the indexer's compressor
     std::vector<seq_view> views;
     std::vector<int32_t> seq_of;
     std::vector<std::vector<int32_t>> selected;  // resized, never shrunk: inner capacity is kept
@@ -141,6 +141,7 @@ public:
     attention_pass(model_impl& m, attention_scratch& sc, const cache::layer_view& view, const batch& b,
                    const std::vector<float>& x)
         : qr_(sc.qr), q_(sc.q), kv_(sc.kv), qi_(sc.qi), iw_(sc.iw), o_(sc.o), z_(sc.z), ckv_(sc.ckv), cg_(sc.cg),
+          ickv_(sc.ickv), icg_(sc.icg),
           views_(sc.views), seq_of_(sc.seq_of), selected_(sc.selected), m_(m), c_(m.cfg),
           lc_(m.cfg.layers[static_cast<size_t>(view.layer())]),
           aw_(m.w.layers[static_cast<size_t>(view.layer())].attn), b_(b), x_(x), cp_(view),
@@ -165,12 +166,24 @@ public:
 
 private:
     // q (per-head unweighted RMSNorm + RoPE), qr (shared with the indexer), kv (RMSNorm + RoPE,
-    // official FP8 simulation, then rounded to its storage format).
+    // official FP8 simulation, then rounded to its storage format). Every linear of x runs in one
+    // pass (the compressors' and the indexer's included), then every linear of qr.
     void project() {
         const int64_t ql = c_.q_lora_rank;
         const float eps = static_cast<float>(c_.rms_norm_eps);
-        m_.linear(x_, T_, aw_.wq_a, qr_);
-        m_.linear(x_, T_, aw_.wkv, kv_);
+        linear_set of_x(m_);
+        of_x.add(x_, T_, aw_.wq_a, qr_);
+        of_x.add(x_, T_, aw_.wkv, kv_);
+        if (aw_.has_compressor) {
+            of_x.add(x_, T_, aw_.compressor.wkv, ckv_);
+            of_x.add(x_, T_, aw_.compressor.wgate, cg_);
+        }
+        if (aw_.has_indexer) {
+            of_x.add(x_, T_, aw_.idx_compressor.wkv, ickv_);
+            of_x.add(x_, T_, aw_.idx_compressor.wgate, icg_);
+            of_x.add(x_, T_, aw_.idx_weights_proj, iw_);
+        }
+        of_x.run();
         m_.pool->parallel_for(T_, 1, [&](int64_t r0, int64_t r1) {
             thread_local std::vector<std::byte> scratch;
             for (int64_t r = r0; r < r1; ++r) {
@@ -181,7 +194,10 @@ private:
                 round_trip(kv_fmt_, &kv_[r * D_], scratch);
             }
         });
-        m_.linear(qr_, T_, aw_.wq_b, q_);
+        linear_set of_qr(m_);
+        of_qr.add(qr_, T_, aw_.wq_b, q_);
+        if (aw_.has_indexer) of_qr.add(qr_, T_, aw_.idx_wq_b, qi_);
+        of_qr.run();
         m_.pool->parallel_for(T_ * H_, 4, [&](int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i) {
                 float* qh = &q_[i * D_];
@@ -191,14 +207,11 @@ private:
         });
     }
 
-    // Feeds one compressor; the rows this chunk closes go to the sequence's pool buffer.
+    // Feeds one compressor (its projections ckv, cg were made in project()); the rows this chunk
+    // closes go to the sequence's pool buffer.
     void compress(const compressor_weights& cw, compressor_shape cs, cache::state_kind sk, cache::buffer_kind bk,
-                  const cache::row_format& fmt) {
+                  const cache::row_format& fmt, const std::vector<float>& ckv, const std::vector<float>& cg) {
         const int64_t cd = (cs.overlap ? 2 : 1) * cs.dim;
-        std::vector<float>& ckv = ckv_;
-        std::vector<float>& cg = cg_;
-        m_.linear(x_, T_, cw.wkv, ckv);
-        m_.linear(x_, T_, cw.wgate, cg);
         for (const batch_seq& s : b_.seqs) {
             float* ring = cp_.compressor_state_for_write(s.slot, sk);
             TANDEM_CHECK_MSG(ring != nullptr, "forward on a stale sequence slot");
@@ -213,12 +226,10 @@ private:
 
     void compress_all() {
         compress(aw_.compressor, {m_rate_, D_, lc_.attention == attention_type::csa, false},
-                 cache::state_kind::attn_compressor, cache::buffer_kind::compressed_kv, kv_fmt_);
+                 cache::state_kind::attn_compressor, cache::buffer_kind::compressed_kv, kv_fmt_, ckv_, cg_);
         if (!aw_.has_indexer) return;
         compress(aw_.idx_compressor, {m_rate_, Di_, true, true}, cache::state_kind::index_compressor,
-                 cache::buffer_kind::index_k, ik_fmt_);
-        m_.linear(qr_, T_, aw_.idx_wq_b, qi_);
-        m_.linear(x_, T_, aw_.idx_weights_proj, iw_);
+                 cache::buffer_kind::index_k, ik_fmt_, ickv_, icg_);
         for (int64_t i = 0; i < T_ * Hi_; ++i) {
             m_.rope_compress.apply(&qi_[i * Di_ + Di_ - R_], b_.pos[i / Hi_], false);
             if (official_) indexer_fp4_sim(&qi_[i * Di_], Di_);
@@ -357,13 +368,15 @@ private:
         const int64_t g = c_.o_groups, ro = c_.o_lora_rank, gw = H_ * D_ / g;
         std::vector<float>& z = z_;
         z.resize(static_cast<size_t>(T_ * g * ro));
+        linear_set groups(m_);  // wo_a reads bf16-dequantized weights in "official" too: no act quant
         for (int64_t gi = 0; gi < g; ++gi)
-            cpu::linear(*m_.pool, o_.data() + gi * gw, T_, H_ * D_, aw_.wo_a.mat.slice_rows(gi * ro, ro),
-                        z.data() + gi * ro, g * ro);
+            groups.add(cpu::linear_job{o_.data() + gi * gw, T_, H_ * D_, aw_.wo_a.mat.slice_rows(gi * ro, ro),
+                                       z.data() + gi * ro, g * ro});
+        groups.run();
         m_.linear(z, T_, aw_.wo_b, out);
     }
 
-    std::vector<float>&qr_, &q_, &kv_, &qi_, &iw_, &o_, &z_, &ckv_, &cg_;
+    std::vector<float>&qr_, &q_, &kv_, &qi_, &iw_, &o_, &z_, &ckv_, &cg_, &ickv_, &icg_;
     std::vector<seq_view>& views_;
     std::vector<int32_t>& seq_of_;
     std::vector<std::vector<int32_t>>& selected_;

@@ -88,11 +88,12 @@ void hc_mix(const model_config& c, const tensor& fn, const float* h, float* mix)
 void hc_pre(const model_config& c, const hc_weights& hw, const float* h, float* collapsed, float* post, float* comb) {
     const int64_t n = c.hc_mult, d = c.hidden_size;
     const float eps = static_cast<float>(c.hc_eps);
-    std::vector<float> mix(static_cast<size_t>((2 + n) * n));
+    thread_local std::vector<float> mix, pre;  // per thread, grown once: no allocation per row
+    mix.resize(static_cast<size_t>((2 + n) * n));
+    pre.resize(static_cast<size_t>(n));
     hc_mix(c, hw.fn, h, mix.data());
     const float* base = hw.base.ptr();
     const float* scale = hw.scale.ptr();
-    std::vector<float> pre(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) {
         pre[j] = sigmoid(mix[j] * scale[0] + base[j]) + eps;
         post[j] = 2.0f * sigmoid(mix[n + j] * scale[1] + base[n + j]);
@@ -151,7 +152,9 @@ void hc_post(int64_t n, int64_t d, const float* out, const float* h_res, const f
 
 void hc_head_collapse(const model_config& c, const hc_weights& hw, const float* h, float* x) {
     const int64_t n = c.hc_mult, d = c.hidden_size;
-    std::vector<float> mix(static_cast<size_t>(n)), pre(static_cast<size_t>(n));
+    thread_local std::vector<float> mix, pre;
+    mix.resize(static_cast<size_t>(n));
+    pre.resize(static_cast<size_t>(n));
     hc_mix(c, hw.fn, h, mix.data());
     for (int64_t j = 0; j < n; ++j)
         pre[j] = sigmoid(mix[j] * hw.scale.ptr()[0] + hw.base.ptr()[j]) + static_cast<float>(c.hc_eps);

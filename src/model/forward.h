@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
 #include "model/model.h"
 #include "model/model_config.h"
@@ -41,6 +42,45 @@ struct batch {
 };
 
 struct attention_scratch;  // attention.cpp: the attention pass's buffers, reused across layers and steps
+struct moe_scratch;        // moe.cpp: the MoE sublayer's buffers, reused across layers and steps
+
+// The block loop's buffers (model.cpp), reused across layers and steps.
+struct step_scratch {
+    batch b;
+    std::vector<float> h;                      // [rows, n, d] residual streams
+    std::vector<float> x, post, comb, sub;     // one sublayer's input, mHC post/comb, its output
+    std::vector<int64_t> head_rows;
+    std::vector<float> logits;
+};
+
+class model_impl;
+
+// Linears queued and then run as ONE cpu::linear_group pass (one fork/join instead of one per
+// linear: a decode step's linears are small, and on a shared 2-core machine every join can wait
+// a scheduler tick for a descheduled worker). Results are bitwise what model_impl::linear gives
+// each alone, numerics "official" included (a tensor stored FP8/FP4 reads an FP8-simulated copy of
+// its input, made once per input). Buffers are the model's and only grow: no allocation per step.
+class linear_set {
+public:
+    explicit linear_set(model_impl& m);
+    // y[rows, wt.rows] = x[rows, wt.cols] · Wᵀ, y resized here; x must stay unchanged until run().
+    void add(const std::vector<float>& x, int64_t rows, const tensor& wt, std::vector<float>& y);
+    // A raw job (strided views, no activation quantization).
+    void add(const cpu::linear_job& job);
+    void run();
+
+private:
+    const float* quantized(const std::vector<float>& x, int64_t rows, int64_t width);
+    model_impl& m_;
+    size_t quantized_used_ = 0;
+};
+
+// linear_set's buffers (one set per model: one forward at a time, one set alive at a time).
+struct linear_set_buffers {
+    std::vector<cpu::linear_job> jobs;
+    std::vector<const float*> quantized_src;     // input of each quantized copy
+    std::vector<std::vector<float>> quantized;   // the copies (kept, never shrunk)
+};
 
 class model_impl {
 public:
@@ -52,8 +92,11 @@ public:
     // Buffers of the attention pass (forward() runs on one thread at a time): sized by the
     // first steps, then only resized, so a steady decode allocates nothing there.
     std::shared_ptr<attention_scratch> attn_scratch;
+    std::shared_ptr<moe_scratch> moe_buf;
+    step_scratch step;
+    linear_set_buffers linear_buf;
 
-    // h: [rows, n, d] residual streams, updated in place through every block.
+    // h: [rows, n, d] residual streams, updated in place through every block (buffers: step).
     void run_layer(const cache::layer_view& view, const batch& b, std::vector<float>& h);
     // Final hc_head + norm + head for the chosen rows → [rows_out, vocab].
     void run_head(const std::vector<float>& h, const std::vector<int64_t>& rows, std::vector<float>& logits);

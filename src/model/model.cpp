@@ -20,7 +20,8 @@ void model_impl::linear(const std::vector<float>& x, int64_t rows, const tensor&
     const int64_t out = wt.mat.rows, in = wt.mat.cols;
     y.resize(static_cast<size_t>(rows * out));
     if (opt.numerics == numerics_mode::official && wt.act_quant) {
-        std::vector<float> xq(x.begin(), x.begin() + rows * in);
+        thread_local std::vector<float> xq;  // grown once: a steady step allocates nothing
+        xq.assign(x.begin(), x.begin() + rows * in);
         for (int64_t r = 0; r < rows; ++r) act_quant_fp8(&xq[r * in], in);
         cpu::linear(*pool, xq.data(), rows, in, wt.mat, y.data(), out);
         return;
@@ -28,12 +29,49 @@ void model_impl::linear(const std::vector<float>& x, int64_t rows, const tensor&
     cpu::linear(*pool, x.data(), rows, in, wt.mat, y.data(), out);
 }
 
+linear_set::linear_set(model_impl& m) : m_(m) { m_.linear_buf.jobs.clear(); }
+
+const float* linear_set::quantized(const std::vector<float>& x, int64_t rows, int64_t width) {
+    linear_set_buffers& lb = m_.linear_buf;
+    for (size_t i = 0; i < quantized_used_; ++i)
+        if (lb.quantized_src[i] == x.data()) return lb.quantized[i].data();
+    if (lb.quantized.size() <= quantized_used_) {
+        lb.quantized.resize(quantized_used_ + 1);
+        lb.quantized_src.resize(quantized_used_ + 1);
+    }
+    std::vector<float>& q = lb.quantized[quantized_used_];
+    lb.quantized_src[quantized_used_++] = x.data();
+    q.assign(x.begin(), x.begin() + rows * width);
+    for (int64_t r = 0; r < rows; ++r) act_quant_fp8(&q[r * width], width);
+    return q.data();
+}
+
+void linear_set::add(const std::vector<float>& x, int64_t rows, const tensor& wt, std::vector<float>& y) {
+    const int64_t out = wt.mat.rows, in = wt.mat.cols;
+    y.resize(static_cast<size_t>(rows * out));
+    const bool quantize = m_.opt.numerics == numerics_mode::official && wt.act_quant;
+    m_.linear_buf.jobs.push_back({quantize ? quantized(x, rows, in) : x.data(), rows, in, wt.mat, y.data(), out});
+}
+
+void linear_set::add(const cpu::linear_job& job) { m_.linear_buf.jobs.push_back(job); }
+
+void linear_set::run() {
+    cpu::linear_group(*m_.pool, m_.linear_buf.jobs);
+    m_.linear_buf.jobs.clear();
+    quantized_used_ = 0;
+}
+
 void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::vector<float>& h) {
     const int64_t layer = view.layer();
     const int64_t T = b.rows, n = cfg.hc_mult, d = cfg.hidden_size;
     const layer_weights& lw = w.layers[static_cast<size_t>(layer)];
-    std::vector<float> x(static_cast<size_t>(T * d)), post(static_cast<size_t>(T * n)),
-        comb(static_cast<size_t>(T * n * n)), sub;
+    std::vector<float>& x = step.x;
+    std::vector<float>& post = step.post;
+    std::vector<float>& comb = step.comb;
+    std::vector<float>& sub = step.sub;
+    x.resize(static_cast<size_t>(T * d));
+    post.resize(static_cast<size_t>(T * n));
+    comb.resize(static_cast<size_t>(T * n * n));
     auto pre = [&](const hc_weights& hw, const tensor& norm) {
         pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) {
@@ -44,7 +82,8 @@ void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::v
     };
     auto post_mix = [&] {
         pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
-            std::vector<float> h_new(static_cast<size_t>(n * d));
+            thread_local std::vector<float> h_new;
+            h_new.resize(static_cast<size_t>(n * d));
             for (int64_t r = r0; r < r1; ++r) {
                 hc_post(n, d, &sub[r * d], &h[r * n * d], &post[r * n], &comb[r * n * n], h_new.data());
                 std::copy(h_new.begin(), h_new.end(), &h[r * n * d]);
@@ -61,7 +100,8 @@ void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::v
 
 void model_impl::run_head(const std::vector<float>& h, const std::vector<int64_t>& rows, std::vector<float>& logits) {
     const int64_t n = cfg.hc_mult, d = cfg.hidden_size, R = static_cast<int64_t>(rows.size());
-    std::vector<float> x(static_cast<size_t>(R * d));
+    std::vector<float>& x = step.x;
+    x.resize(static_cast<size_t>(R * d));
     for (int64_t i = 0; i < R; ++i) {
         hc_head_collapse(cfg, w.hc_head, &h[rows[i] * n * d], &x[i * d]);
         cpu::rms_norm(&x[i * d], w.norm.ptr(), d, cfg.rms_norm_eps, &x[i * d]);
@@ -150,7 +190,11 @@ result<forward_output> model::forward(const cache::layer_gate& gate, std::span<c
     model_impl& m = *impl_;
     const model_config& c = m.cfg;
     TANDEM_RETURN_IF_ERROR(check_pool_layout(c, gate.layout()));
-    batch b;
+    batch& b = m.step.b;  // reused: a steady decode step allocates only its output
+    b.rows = 0;
+    b.token.clear();
+    b.pos.clear();
+    b.seqs.clear();
     for (size_t i = 0; i < items.size(); ++i) {
         const forward_item& it = items[i];
         if (it.tokens.empty() || it.start_pos < 0)
@@ -175,7 +219,8 @@ result<forward_output> model::forward(const cache::layer_gate& gate, std::span<c
         b.seqs.push_back(s);
     }
     const int64_t n = c.hc_mult, d = c.hidden_size;
-    std::vector<float> h(static_cast<size_t>(b.rows * n * d));
+    std::vector<float>& h = m.step.h;
+    h.resize(static_cast<size_t>(b.rows * n * d));
     for (int64_t r = 0; r < b.rows; ++r) {
         m.w.embed.mat.decode_row(b.token[r], &h[r * n * d]);
         for (int64_t j = 1; j < n; ++j) std::copy_n(&h[r * n * d], d, &h[(r * n + j) * d]);
@@ -191,7 +236,8 @@ result<forward_output> model::forward(const cache::layer_gate& gate, std::span<c
         result<cache::layer_view> view = gate.wait(static_cast<int32_t>(layer));
         if (!view) return view.error();
     }
-    std::vector<int64_t> head_rows;
+    std::vector<int64_t>& head_rows = m.step.head_rows;
+    head_rows.clear();
     for (size_t i = 0; i < items.size(); ++i) {
         const batch_seq& s = b.seqs[i];
         if (items[i].all_logits)
@@ -199,9 +245,10 @@ result<forward_output> model::forward(const cache::layer_gate& gate, std::span<c
         else
             head_rows.push_back(s.row0 + s.rows - 1);
     }
-    std::vector<float> logits;
+    std::vector<float>& logits = m.step.logits;
     m.run_head(h, head_rows, logits);
     forward_output out;
+    out.logits.reserve(items.size());
     size_t at = 0;
     for (size_t i = 0; i < items.size(); ++i) {
         size_t rows = items[i].all_logits ? items[i].tokens.size() : 1;

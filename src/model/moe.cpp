@@ -5,17 +5,45 @@
 // routed scaling factor, SwiGLU with the gate clamped from above and up clamped both ways, the
 // routing weight applied after w2, experts summed in ascending expert id, plus the shared expert.
 // numerics "official" applies the weight before w2 and renormalizes without the eps.
+//
+// Batched: the batch's (row, slot) pairs are grouped by expert, so each active expert's weights
+// are read once per step for all the rows routed to it, and every expert's projections (with the
+// shared expert's) run as one cpu::linear_group pass — three fork/joins per layer however many
+// experts are active. A row's result does not depend on the grouping: each output element of a
+// linear has one reduction order (cpu/kernels.h), and the experts are still summed per row in
+// ascending id. Buffers live in moe_scratch and are only ever grown: a steady decode allocates
+// nothing here.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+
+#include "cpu/kernels.h"
+#include "model/numerics.h"
 
 #include "model/forward.h"
 
 namespace tandem::model {
 
-namespace {
+// The MoE sublayer's buffers (model_impl::moe_buf), reused across layers and steps. "Slot" s =
+// r·k + j is row r's j-th routed expert; "expert order" lists the slots grouped by expert id
+// (ascending), rows ascending inside a group.
+struct moe_scratch {
+    std::vector<float> logits;         // [T, E] router logits
+    std::vector<int32_t> expert;       // [T·k] slot → expert id (ascending within a row)
+    std::vector<float> weight;         // [T·k] slot → routing weight
+    std::vector<int64_t> first;        // [E + 1] expert e's slots are expert-order positions [first[e], first[e+1])
+    std::vector<int64_t> slot_at;      // [T·k] expert-order position → slot
+    std::vector<int64_t> position_of;  // [T·k] slot → expert-order position
+    std::vector<float> xe, xe_q;       // [T·k, d] inputs gathered in expert order (xe_q: FP8-simulated)
+    std::vector<float> g, u, act;      // [T·k, I]
+    std::vector<float> y;              // [T·k, d] expert outputs, expert order
+    std::vector<float> x_q;            // [T, d] FP8-simulated input of the shared expert
+    std::vector<float> sg, su, sact;   // [T, I] shared expert
+    std::vector<float> shared;         // [T, d]
+    std::vector<cpu::linear_job> jobs;
+};
 
-using route = std::vector<std::pair<int32_t, float>>;  // (expert id ascending, weight)
+namespace {
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
@@ -28,76 +56,147 @@ void swiglu(const float* g, const float* u, int64_t n, float limit, float* out) 
     for (int64_t i = 0; i < n; ++i) out[i] = silu(std::min(g[i], limit)) * std::clamp(u[i], -limit, limit);
 }
 
-// Top-k of v (largest first, lower index first on ties).
-std::vector<int32_t> top_k(const std::vector<float>& v, int64_t k) {
-    std::vector<int32_t> idx(v.size());
+// Top-k of v (largest first, lower index first on ties) into idx.
+void top_k(const std::vector<float>& v, int64_t k, std::vector<int32_t>& idx) {
+    idx.resize(v.size());
     std::iota(idx.begin(), idx.end(), 0);
     std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
         return v[a] > v[b] || (v[a] == v[b] && a < b);
     });
     idx.resize(static_cast<size_t>(k));
-    return idx;
 }
 
-std::vector<route> route_tokens(model_impl& m, const moe_weights& mw, bool hash, const batch& b,
-                                const std::vector<float>& logits) {
+// Fills sc.expert / sc.weight: per row its k experts in ascending id with their weights.
+void route_tokens(model_impl& m, moe_scratch& sc, const moe_weights& mw, bool hash, const batch& b) {
     const int64_t E = m.cfg.n_routed_experts, k = m.cfg.num_experts_per_tok;
     const bool official = m.opt.numerics == numerics_mode::official;
-    std::vector<route> routes(static_cast<size_t>(b.rows));
+    sc.expert.resize(static_cast<size_t>(b.rows * k));
+    sc.weight.resize(static_cast<size_t>(b.rows * k));
     m.pool->parallel_for(b.rows, 1, [&](int64_t r0, int64_t r1) {
-        std::vector<float> s(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
+        thread_local std::vector<float> s, biased;
+        thread_local std::vector<int32_t> sel;
+        thread_local std::vector<std::pair<int32_t, float>> rt;
+        s.resize(static_cast<size_t>(E));
+        biased.resize(static_cast<size_t>(E));
         for (int64_t r = r0; r < r1; ++r) {
             for (int64_t e = 0; e < E; ++e) {
-                s[e] = sqrt_softplus(logits[r * E + e]);
+                s[e] = sqrt_softplus(sc.logits[r * E + e]);
                 biased[e] = hash ? s[e] : s[e] + mw.bias.ptr()[e];
             }
-            std::vector<int32_t> sel;
             if (hash) sel.assign(mw.tid2eid.begin() + b.token[r] * k, mw.tid2eid.begin() + (b.token[r] + 1) * k);
-            else sel = top_k(biased, k);
-            float sum = 0.0f;
+            else top_k(biased, k, sel);
+            float sum = 0.0f;  // in selection order, as HF sums them
             for (int32_t e : sel) sum += s[e];
             const float denom = official ? sum : sum + 1e-20f;
-            route& rt = routes[static_cast<size_t>(r)];
+            rt.clear();
             for (int32_t e : sel) rt.emplace_back(e, s[e] / denom * static_cast<float>(m.cfg.routed_scaling_factor));
             std::sort(rt.begin(), rt.end());
+            for (int64_t j = 0; j < k; ++j) {
+                sc.expert[static_cast<size_t>(r * k + j)] = rt[static_cast<size_t>(j)].first;
+                sc.weight[static_cast<size_t>(r * k + j)] = rt[static_cast<size_t>(j)].second;
+            }
         }
     });
-    return routes;
 }
 
-// Per row, the weighted output of each of its routed experts ([slots, d], ascending expert id).
-std::vector<std::vector<float>> run_routed_experts(model_impl& m, const moe_weights& mw, const std::vector<route>& routes,
-                                                   const std::vector<float>& x) {
-    const int64_t d = m.cfg.hidden_size, I = m.cfg.moe_intermediate_size, T = static_cast<int64_t>(routes.size());
-    const float limit = static_cast<float>(m.cfg.swiglu_limit);
-    const bool weight_first = m.opt.numerics == numerics_mode::official;
-    std::vector<std::vector<float>> contrib(static_cast<size_t>(T));
-    for (int64_t r = 0; r < T; ++r) contrib[static_cast<size_t>(r)].assign(routes[static_cast<size_t>(r)].size() * d, 0.0f);
-    for (int64_t e = 0; e < m.cfg.n_routed_experts; ++e) {
-        std::vector<int64_t> rows, slots;  // gather the rows routed to expert e
-        for (int64_t r = 0; r < T; ++r)
-            for (size_t sl = 0; sl < routes[static_cast<size_t>(r)].size(); ++sl)
-                if (routes[static_cast<size_t>(r)][sl].first == e) rows.push_back(r), slots.push_back(int64_t(sl));
-        if (rows.empty()) continue;
-        const int64_t n = static_cast<int64_t>(rows.size());
-        auto weight_of = [&](int64_t i) { return routes[static_cast<size_t>(rows[i])][static_cast<size_t>(slots[i])].second; };
-        std::vector<float> xe(static_cast<size_t>(n * d)), g, u, act(static_cast<size_t>(n * I)), y;
-        for (int64_t i = 0; i < n; ++i) std::copy_n(&x[rows[i] * d], d, &xe[i * d]);
-        const expert_weights& ew = mw.experts[static_cast<size_t>(e)];
-        m.linear(xe, n, ew.w1, g);
-        m.linear(xe, n, ew.w3, u);
-        for (int64_t i = 0; i < n; ++i) {
-            swiglu(&g[i * I], &u[i * I], I, limit, &act[i * I]);
-            if (weight_first)
-                for (int64_t j = 0; j < I; ++j) act[i * I + j] *= weight_of(i);
-        }
-        m.linear(act, n, ew.w2, y);
-        for (int64_t i = 0; i < n; ++i) {
-            float* dst = &contrib[static_cast<size_t>(rows[i])][static_cast<size_t>(slots[i] * d)];
-            for (int64_t j = 0; j < d; ++j) dst[j] = weight_first ? y[i * d + j] : y[i * d + j] * weight_of(i);
-        }
+// Expert order (a counting sort of the slots by expert, stable in the row) and the gathered inputs.
+void group_by_expert(const model_impl& m, moe_scratch& sc, const std::vector<float>& x, int64_t T) {
+    const int64_t E = m.cfg.n_routed_experts, k = m.cfg.num_experts_per_tok, d = m.cfg.hidden_size, S = T * k;
+    sc.first.assign(static_cast<size_t>(E + 1), 0);
+    for (int64_t s = 0; s < S; ++s) ++sc.first[static_cast<size_t>(sc.expert[static_cast<size_t>(s)] + 1)];
+    for (int64_t e = 0; e < E; ++e) sc.first[static_cast<size_t>(e + 1)] += sc.first[static_cast<size_t>(e)];
+    sc.slot_at.resize(static_cast<size_t>(S));
+    sc.position_of.resize(static_cast<size_t>(S));
+    // first[e] serves as expert e's fill cursor (ending at its group's end), then shifts back.
+    for (int64_t s = 0; s < S; ++s) {
+        const int32_t e = sc.expert[static_cast<size_t>(s)];
+        const int64_t p = sc.first[static_cast<size_t>(e)]++;
+        sc.slot_at[static_cast<size_t>(p)] = s;
     }
-    return contrib;
+    for (int64_t e = E; e > 0; --e) sc.first[static_cast<size_t>(e)] = sc.first[static_cast<size_t>(e - 1)];
+    sc.first[0] = 0;
+    sc.xe.resize(static_cast<size_t>(S * d));
+    for (int64_t p = 0; p < S; ++p) {
+        const int64_t s = sc.slot_at[static_cast<size_t>(p)];
+        sc.position_of[static_cast<size_t>(s)] = p;
+        std::copy_n(&x[(s / k) * d], d, &sc.xe[p * d]);
+    }
+}
+
+// numerics "official": the FP8-simulated copy of rows the FP8/FP4 weights read (else unused).
+const float* quantized_rows(const std::vector<float>& x, int64_t rows, int64_t width, std::vector<float>& buf) {
+    buf.assign(x.begin(), x.begin() + rows * width);
+    for (int64_t r = 0; r < rows; ++r) act_quant_fp8(&buf[r * width], width);
+    return buf.data();
+}
+
+cpu::linear_job job_for(const model_impl& m, const tensor& wt, const float* x, const float* x_q, int64_t rows,
+                        float* y) {
+    const bool quantize = m.opt.numerics == numerics_mode::official && wt.act_quant;
+    return cpu::linear_job{quantize ? x_q : x, rows, wt.mat.cols, wt.mat, y, wt.mat.rows};
+}
+
+// Every active expert's w1 and w3 and the shared expert's, in one pass; then SwiGLU.
+void run_gate_up(model_impl& m, moe_scratch& sc, const moe_weights& mw, const std::vector<float>& x, int64_t T) {
+    const int64_t E = m.cfg.n_routed_experts, I = m.cfg.moe_intermediate_size, d = m.cfg.hidden_size;
+    const int64_t S = T * m.cfg.num_experts_per_tok;
+    const bool official = m.opt.numerics == numerics_mode::official;
+    const float* xe_q = official ? quantized_rows(sc.xe, S, d, sc.xe_q) : nullptr;
+    const float* x_q = official ? quantized_rows(x, T, d, sc.x_q) : nullptr;
+    sc.g.resize(static_cast<size_t>(S * I));
+    sc.u.resize(static_cast<size_t>(S * I));
+    sc.sg.resize(static_cast<size_t>(T * I));
+    sc.su.resize(static_cast<size_t>(T * I));
+    sc.jobs.clear();
+    for (int64_t e = 0; e < E; ++e) {
+        const int64_t p0 = sc.first[static_cast<size_t>(e)], n = sc.first[static_cast<size_t>(e + 1)] - p0;
+        if (n == 0) continue;
+        const expert_weights& ew = mw.experts[static_cast<size_t>(e)];
+        const float* xq = official ? xe_q + p0 * d : nullptr;
+        sc.jobs.push_back(job_for(m, ew.w1, &sc.xe[p0 * d], xq, n, &sc.g[p0 * I]));
+        sc.jobs.push_back(job_for(m, ew.w3, &sc.xe[p0 * d], xq, n, &sc.u[p0 * I]));
+    }
+    sc.jobs.push_back(job_for(m, mw.shared.w1, x.data(), x_q, T, sc.sg.data()));
+    sc.jobs.push_back(job_for(m, mw.shared.w3, x.data(), x_q, T, sc.su.data()));
+    cpu::linear_group(*m.pool, sc.jobs);
+
+    const float limit = static_cast<float>(m.cfg.swiglu_limit);
+    sc.act.resize(static_cast<size_t>(S * I));
+    sc.sact.resize(static_cast<size_t>(T * I));
+    m.pool->parallel_for(S + T, 16, [&](int64_t i0, int64_t i1) {  // inline for a decode step
+        for (int64_t i = i0; i < i1; ++i) {
+            if (i >= S) {
+                const int64_t r = i - S;
+                swiglu(&sc.sg[r * I], &sc.su[r * I], I, limit, &sc.sact[r * I]);
+                continue;
+            }
+            swiglu(&sc.g[i * I], &sc.u[i * I], I, limit, &sc.act[i * I]);
+            if (official) {  // the routing weight before w2
+                const float wgt = sc.weight[static_cast<size_t>(sc.slot_at[static_cast<size_t>(i)])];
+                for (int64_t j = 0; j < I; ++j) sc.act[i * I + j] *= wgt;
+            }
+        }
+    });
+}
+
+// Every active expert's w2 and the shared expert's, in one pass.
+void run_down(model_impl& m, moe_scratch& sc, const moe_weights& mw, int64_t T) {
+    const int64_t E = m.cfg.n_routed_experts, I = m.cfg.moe_intermediate_size, d = m.cfg.hidden_size;
+    const int64_t S = T * m.cfg.num_experts_per_tok;
+    const bool official = m.opt.numerics == numerics_mode::official;
+    const float* act_q = official ? quantized_rows(sc.act, S, I, sc.g) : nullptr;     // g is free now
+    const float* sact_q = official ? quantized_rows(sc.sact, T, I, sc.sg) : nullptr;  // sg too
+    sc.y.resize(static_cast<size_t>(S * d));
+    sc.shared.resize(static_cast<size_t>(T * d));
+    sc.jobs.clear();
+    for (int64_t e = 0; e < E; ++e) {
+        const int64_t p0 = sc.first[static_cast<size_t>(e)], n = sc.first[static_cast<size_t>(e + 1)] - p0;
+        if (n == 0) continue;
+        sc.jobs.push_back(job_for(m, mw.experts[static_cast<size_t>(e)].w2, &sc.act[p0 * I],
+                                  official ? act_q + p0 * I : nullptr, n, &sc.y[p0 * d]));
+    }
+    sc.jobs.push_back(job_for(m, mw.shared.w2, sc.sact.data(), sact_q, T, sc.shared.data()));
+    cpu::linear_group(*m.pool, sc.jobs);
 }
 
 }  // namespace
@@ -105,26 +204,28 @@ std::vector<std::vector<float>> run_routed_experts(model_impl& m, const moe_weig
 void model_impl::moe(int64_t layer, const batch& b, const std::vector<float>& x, std::vector<float>& out) {
     const moe_weights& mw = w.layers[static_cast<size_t>(layer)].moe;
     const bool hash = cfg.layers[static_cast<size_t>(layer)].mlp == mlp_type::hash_moe;
-    const int64_t d = cfg.hidden_size, I = cfg.moe_intermediate_size, T = b.rows;
-    std::vector<float> logits;
-    linear(x, T, mw.gate, logits);
-    const std::vector<route> routes = route_tokens(*this, mw, hash, b, logits);
-    const std::vector<std::vector<float>> contrib = run_routed_experts(*this, mw, routes, x);
-    std::vector<float> g, u, act(static_cast<size_t>(T * I)), shared;
-    linear(x, T, mw.shared.w1, g);
-    linear(x, T, mw.shared.w3, u);
-    for (int64_t r = 0; r < T; ++r) swiglu(&g[r * I], &u[r * I], I, static_cast<float>(cfg.swiglu_limit), &act[r * I]);
-    linear(act, T, mw.shared.w2, shared);
-    out.assign(static_cast<size_t>(T * d), 0.0f);
-    for (int64_t r = 0; r < T; ++r) {
-        const auto& cb = contrib[static_cast<size_t>(r)];
-        const size_t nsel = routes[static_cast<size_t>(r)].size();
-        for (int64_t j = 0; j < d; ++j) {
-            float acc = 0.0f;  // 0 + e_first + e_second + … like HF's index_add in expert order
-            for (size_t sl = 0; sl < nsel; ++sl) acc += cb[sl * d + j];
-            out[r * d + j] = acc + shared[r * d + j];
-        }
-    }
+    const int64_t d = cfg.hidden_size, k = cfg.num_experts_per_tok, T = b.rows;
+    const bool weight_first = opt.numerics == numerics_mode::official;
+    if (!moe_buf) moe_buf = std::make_shared<moe_scratch>();
+    moe_scratch& sc = *moe_buf;
+    linear(x, T, mw.gate, sc.logits);
+    route_tokens(*this, sc, mw, hash, b);
+    group_by_expert(*this, sc, x, T);
+    run_gate_up(*this, sc, mw, x, T);
+    run_down(*this, sc, mw, T);
+    out.resize(static_cast<size_t>(T * d));
+    pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+            for (int64_t j = 0; j < d; ++j) {
+                float acc = 0.0f;  // 0 + e_first + e_second + … like HF's index_add in expert order
+                for (int64_t sl = 0; sl < k; ++sl) {
+                    const int64_t s = r * k + sl, p = sc.position_of[static_cast<size_t>(s)];
+                    const float v = sc.y[p * d + j];
+                    acc += weight_first ? v : v * sc.weight[static_cast<size_t>(s)];
+                }
+                out[r * d + j] = acc + sc.shared[r * d + j];
+            }
+    });
 }
 
 }  // namespace tandem::model

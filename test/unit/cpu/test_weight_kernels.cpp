@@ -192,3 +192,42 @@ TEST_CASE("cpu weights: stored forms match their fp32 expansion bitwise, any bat
         }
     }
 }
+
+TEST_CASE("cpu weights: a linear_group gives each job the bits of its own linear, any thread count") {
+    // Jobs of every form, row counts from 1 (a decode row routed to an expert) to 70 (more than
+    // one row tile), some empty, outputs written at strides inside shared buffers.
+    const weight_form forms[] = {weight_form::f32, weight_form::bf16, weight_form::f16, weight_form::fp8_e4m3,
+                                 weight_form::fp4_e2m1};
+    const int64_t rows_of[] = {1, 4, 0, 70, 2, 17};
+    const int64_t cols = 96, out = 50;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd;
+    std::vector<stored> mats;
+    for (int i = 0; i < 6; ++i) mats.push_back(make_stored(forms[i % 5], scale_form::e8m0, out, cols, 32, 40 + i));
+    int64_t total_rows = 0;
+    for (int64_t r : rows_of) total_rows += r;
+    std::vector<float> x(static_cast<size_t>(total_rows * cols));
+    for (auto& v : x) v = nd(rng);
+    const int64_t y_stride = out + 3;  // outputs land inside wider rows, like a gathered buffer
+    std::vector<float> want(static_cast<size_t>(total_rows * y_stride), -1.0f);
+    thread_pool one(1);
+    std::vector<linear_job> jobs;
+    int64_t row0 = 0;
+    for (int i = 0; i < 6; ++i) {
+        linear(one, &x[row0 * cols], rows_of[i], cols, mats[size_t(i)].m, &want[row0 * y_stride], y_stride);
+        jobs.push_back({&x[row0 * cols], rows_of[i], cols, mats[size_t(i)].m, nullptr, y_stride});
+        row0 += rows_of[i];
+    }
+    for (int threads : {1, 2, 3}) {
+        CAPTURE(threads);
+        thread_pool pool(threads);
+        std::vector<float> got(want.size(), -1.0f);
+        row0 = 0;
+        for (size_t i = 0; i < jobs.size(); ++i) {
+            jobs[i].y = &got[row0 * y_stride];
+            row0 += rows_of[i];
+        }
+        linear_group(pool, jobs);
+        CHECK(same_bits(got.data(), want.data(), got.size()));  // the padding columns untouched too
+    }
+}
