@@ -2,7 +2,6 @@
 // generation options → prompts: text tokenized with added tokens, or token ids). Properties: no
 // crash; every refusal a client error (4xx); every prompt non-empty and inside the vocabulary.
 #include "api/generation_options.h"
-#include "api/json_body.h"
 #include "api/request_bodies.h"
 #include "fuzz_support.h"
 
@@ -16,25 +15,13 @@ TANDEM_FUZZ_LOAD_TOKENIZER()
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const text::tokenizer& tok = fuzz::reference_tokenizer();
-    http::request req;
-    req.body.assign(reinterpret_cast<const char*>(data), size);
-    simdjson::dom::parser parser;
-    auto doc = api::parse_json_object(parser, req);
-    if (!doc) {
-        FUZZ_CHECK(fuzz::is_client_error(doc.error()), "{}", doc.error().message());
-        return 0;
-    }
-    simdjson::dom::object obj = doc->get_object().value();
+    fuzz::json_request body(data, size);
+    if (!body.object) return 0;
+    const simdjson::dom::object& obj = *body.object;
     auto opts = api::parse_generation_options(obj, api::api_kind::completion, 16);
-    if (!opts) {
-        FUZZ_CHECK(fuzz::is_client_error(opts.error()), "{}", opts.error().message());
-        return 0;
-    }
+    if (!fuzz::accepted(opts)) return 0;
     auto prompts = api::read_prompts(obj, tok, k_vocab);
-    if (!prompts) {
-        FUZZ_CHECK(fuzz::is_client_error(prompts.error()), "{}", prompts.error().message());
-        return 0;
-    }
+    if (!fuzz::accepted(prompts)) return 0;
     FUZZ_CHECK(!prompts->empty());
     for (const auto& p : *prompts) {
         FUZZ_CHECK(!p.empty());

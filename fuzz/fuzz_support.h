@@ -1,6 +1,7 @@
 // fuzz/fuzz_support.h — What the libFuzzer harnesses share: a check that fails loudly (libFuzzer
-// saves the input as a crash), the rule that bad input is a client error, the reference
-// tokenizer, and a reader that carves a fuzz input into choices and pieces.
+// saves the input as a crash), the rule that bad input is a client error, the request-body
+// prologue every JSON route shares, the reference tokenizer, and a reader that carves a fuzz
+// input into choices and pieces.
 #pragma once
 
 #include <fmt/format.h>
@@ -9,10 +10,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include <simdjson.h>
+
+#include "api/json_body.h"
 #include "core/status.h"
+#include "http/http_message.h"
 #include "tandem_build_config.h"
 #include "text/tokenizer.h"
 
@@ -40,6 +46,32 @@ inline bool is_client_error(const status& st) {
             return false;
     }
 }
+
+// True when `r` holds a value. Otherwise the input was refused, which must be as the client's
+// fault (FUZZ_CHECK aborts, saving the input, if not).
+template <typename T>
+bool accepted(const result<T>& r) {
+    if (r) return true;
+    FUZZ_CHECK(is_client_error(r.error()), "{}", r.error().message());
+    return false;
+}
+
+// The fuzz input as a POST body, parsed as every JSON route parses it (json_object_or_400):
+// `object` is empty when the body was refused, as a client error (checked). Not movable: the
+// object points into the parser.
+struct json_request {
+    http::request req;
+    simdjson::dom::parser parser;
+    std::optional<simdjson::dom::object> object;
+
+    json_request(const uint8_t* data, size_t size) {
+        req.body.assign(reinterpret_cast<const char*>(data), size);
+        auto doc = api::parse_json_object(parser, req);
+        if (accepted(doc)) object = doc->get_object().value();
+    }
+    json_request(const json_request&) = delete;
+    json_request& operator=(const json_request&) = delete;
+};
 
 // DeepSeek-V4's tokenizer as etc/setup.sh exports it (models/tokenizer/tokenizer.json). Harnesses
 // that use it load it in LLVMFuzzerInitialize (TANDEM_FUZZ_LOAD_TOKENIZER): loading 6 MB of JSON

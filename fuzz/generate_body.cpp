@@ -2,7 +2,6 @@
 // → input_ids, sampling_params, stream). Properties: no crash; every refusal a client error
 // (4xx); ids inside the vocabulary; "stream" read from the body itself (a regression: it was
 // read after the parser had been reused for the default sampling_params).
-#include "api/json_body.h"
 #include "api/request_bodies.h"
 #include "fuzz_support.h"
 
@@ -10,20 +9,11 @@ using namespace tandem;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     constexpr int32_t vocab = 129280;
-    http::request req;
-    req.body.assign(reinterpret_cast<const char*>(data), size);
-    simdjson::dom::parser parser;
-    auto doc = api::parse_json_object(parser, req);
-    if (!doc) {
-        FUZZ_CHECK(fuzz::is_client_error(doc.error()), "{}", doc.error().message());
-        return 0;
-    }
-    simdjson::dom::object obj = doc->get_object().value();
+    fuzz::json_request request(data, size);
+    if (!request.object) return 0;
+    const simdjson::dom::object& obj = *request.object;
     auto body = api::read_generate_body(obj, vocab);
-    if (!body) {
-        FUZZ_CHECK(fuzz::is_client_error(body.error()), "{}", body.error().message());
-        return 0;
-    }
+    if (!fuzz::accepted(body)) return 0;
     FUZZ_CHECK(!body->input_ids.empty());
     for (int32_t id : body->input_ids) FUZZ_CHECK(id >= 0 && id < vocab, "id {}", id);
     simdjson::dom::element el;

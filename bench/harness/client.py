@@ -36,6 +36,22 @@ def _delta_tokens(choice):
     return [(e.get("token", ""), e.get("logprob")) for e in (lp.get("content") or [])]
 
 
+def _record_tokens(res, toks, t0, last):
+    """Adds one streamed chunk's (token, logprob) pairs to `res`: the time to first token, the gap
+    per token since the previous chunk, each token's arrival time. Returns the chunk's arrival
+    time, the `last` of the next call."""
+    now = time.perf_counter()
+    if last is None:
+        res.ttft = now - t0
+    else:
+        res.itl += [(now - last) / len(toks)] * len(toks)
+    res.token_times += [res.start + (now - t0)] * len(toks)
+    for tok, lp in toks:
+        res.tokens.append(tok)
+        res.logprobs.append(lp)
+    return now
+
+
 def chat(url, body, cancel_after=0, timeout=600, session=None):
     """POST /v1/chat/completions as a stream. cancel_after > 0: disconnect after that many chunks."""
     http = session or requests
@@ -75,18 +91,8 @@ def chat(url, body, cancel_after=0, timeout=600, session=None):
                     if choice.get("finish_reason"):
                         res.finish_reason = choice["finish_reason"]
                     toks = _delta_tokens(choice)
-                    if not toks:
-                        continue
-                    now = time.perf_counter()
-                    if last is None:
-                        res.ttft = now - t0
-                    else:
-                        res.itl += [(now - last) / len(toks)] * len(toks)
-                    last = now
-                    res.token_times += [res.start + (now - t0)] * len(toks)
-                    for tok, lp in toks:
-                        res.tokens.append(tok)
-                        res.logprobs.append(lp)
+                    if toks:
+                        last = _record_tokens(res, toks, t0, last)
                 chunks += 1
                 if cancel_after and chunks >= cancel_after:
                     res.outcome = "cancelled"
@@ -155,16 +161,7 @@ def native(url, body, vocab, cancel_after=0, timeout=600, session=None):
                     res.completion_tokens = ev["usage"].get("completion_tokens", 0)
                 toks = [(e["token"], e["logprob"]) for e in ev.get("logprobs") or []]
                 if toks:
-                    now = time.perf_counter()
-                    if last is None:
-                        res.ttft = now - t0
-                    else:
-                        res.itl += [(now - last) / len(toks)] * len(toks)
-                    last = now
-                    res.token_times += [res.start + (now - t0)] * len(toks)
-                    for tok, lp in toks:
-                        res.tokens.append(tok)
-                        res.logprobs.append(lp)
+                    last = _record_tokens(res, toks, t0, last)
                 chunks += 1
                 if cancel_after and chunks >= cancel_after:
                     res.outcome = "cancelled"

@@ -13,9 +13,22 @@ std::string app_state::state_detail() const {
     return detail_;
 }
 
-void app_state::track(const std::string& http_id, engine::request_id id) {
+bool app_state::track(const std::string& http_id, engine::request_id id) {
     std::lock_guard lock(tracked_mu_);
     tracked_[http_id].push_back(id);
+    return tombstones_.contains(http_id, abort_tombstones::clock::now());
+}
+
+app_state::abort_plan app_state::plan_abort(const std::string& http_id) {
+    std::lock_guard lock(tracked_mu_);
+    abort_plan plan;
+    if (auto it = tracked_.find(http_id); it != tracked_.end()) {
+        plan.running = it->second;
+    } else {
+        tombstones_.record(http_id, abort_tombstones::clock::now());
+        plan.pending = true;
+    }
+    return plan;
 }
 
 void app_state::untrack(const std::string& http_id, engine::request_id id) {
@@ -24,12 +37,6 @@ void app_state::untrack(const std::string& http_id, engine::request_id id) {
     if (it == tracked_.end()) return;
     std::erase(it->second, id);
     if (it->second.empty()) tracked_.erase(it);
-}
-
-std::vector<engine::request_id> app_state::tracked(const std::string& http_id) const {
-    std::lock_guard lock(tracked_mu_);
-    auto it = tracked_.find(http_id);
-    return it == tracked_.end() ? std::vector<engine::request_id>{} : it->second;
 }
 
 std::vector<engine::request_id> app_state::tracked_all() const {

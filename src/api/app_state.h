@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/abort_tombstones.h"
 #include "api/grammar_jobs.h"
 #include "core/config.h"
 #include "core/liveness.h"
@@ -62,10 +63,19 @@ public:
     grammar_jobs& grammar_work() { return grammar_jobs_; }
 
     // Which engine requests serve which HTTP request (for /abort_request and disconnects).
-    void track(const std::string& http_id, engine::request_id id);
+    // track() answers true when an abort for `http_id` came before the request (a tombstone, see
+    // abort_tombstones.h): the caller aborts `id` at once.
+    [[nodiscard]] bool track(const std::string& http_id, engine::request_id id);
     void untrack(const std::string& http_id, engine::request_id id);
-    std::vector<engine::request_id> tracked(const std::string& http_id) const;
     std::vector<engine::request_id> tracked_all() const;
+
+    // /abort_request {"rid": http_id}: the engine requests to abort now, or — when none is
+    // tracked yet — a pending abort recorded for a request still on its way in.
+    struct abort_plan {
+        std::vector<engine::request_id> running;  // abort these now
+        bool pending = false;                     // nothing tracked: a tombstone was recorded
+    };
+    abort_plan plan_abort(const std::string& http_id);
 
 private:
     config cfg_;
@@ -79,6 +89,7 @@ private:
     std::shared_ptr<const text::tokenizer> tokenizer_;
     mutable std::mutex tracked_mu_;
     std::unordered_map<std::string, std::vector<engine::request_id>> tracked_;
+    abort_tombstones tombstones_;  // under tracked_mu_
     grammar_jobs grammar_jobs_;  // last: its thread stops before anything it uses goes away
 };
 

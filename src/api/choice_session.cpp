@@ -60,7 +60,7 @@ status choice_session::submit_all(engine::engine& eng_ref, std::vector<engine::s
             return id.error();
         }
         ids_.push_back(*id);
-        app->track(http_id, *id);
+        if (app->track(http_id, *id)) eng->abort(*id);  // its abort came first
     }
     std::weak_ptr<choice_session> weak = weak_from_this();
     out.on_cancel([weak] {

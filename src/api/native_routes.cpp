@@ -156,7 +156,7 @@ void handle_generate(app_state& app, const http::request& req, const http::respo
     sub.sink = [session](engine::token_event&& ev) { session->on_event(std::move(ev)); };
     auto id = e->submit(std::move(sub));
     if (!id) return send_status_error(out, id.error());
-    app.track(req.request_id, *id);
+    if (app.track(req.request_id, *id)) e->abort(*id);  // its abort came first
     out.on_cancel([e, rid = *id] { e->abort(rid); });
     session->open();
 }
@@ -168,19 +168,24 @@ void handle_abort_request(app_state& app, const http::request& req, const http::
     auto obj_or = json_object_or_400(parser, req, out);
     if (!obj_or) return;
     simdjson::dom::object obj = *obj_or;
-    std::vector<engine::request_id> ids;
+    app_state::abort_plan plan;
     element el;
     if (!obj["abort_all"].get(el) && el.is_bool() && el.get_bool().value()) {
-        ids = app.tracked_all();
+        plan.running = app.tracked_all();
     } else if (!obj["rid"].get(el) && el.is_string()) {
-        ids = app.tracked(std::string(el.get_string().value()));
+        plan = app.plan_abort(std::string(el.get_string().value()));
     } else {
         return send_status_error(out, make_error(error_code::invalid_argument,
                                                  "expected {\"rid\": \"<request id>\"} or {\"abort_all\": true}"));
     }
-    for (engine::request_id id : ids) e->abort(id);
+    for (engine::request_id id : plan.running) e->abort(id);
+    // "aborted": running requests aborted now; "pending": none was running, so the abort waits
+    // (a few seconds) for a request arriving with that id.
     json_writer w;
-    w.begin_object().key("aborted").value(static_cast<int64_t>(ids.size())).end_object();
+    w.begin_object()
+        .key("aborted").value(static_cast<int64_t>(plan.running.size()))
+        .key("pending").value(plan.pending)
+        .end_object();
     out.send({200, {}, w.take()});
 }
 

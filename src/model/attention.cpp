@@ -198,7 +198,7 @@ private:
         of_qr.add(qr_, T_, aw_.wq_b, q_);
         if (aw_.has_indexer) of_qr.add(qr_, T_, aw_.idx_wq_b, qi_);
         of_qr.run();
-        m_.pool->parallel_for(T_ * H_, 4, [&](int64_t i0, int64_t i1) {
+        m_.pool->parallel_for(T_ * H_, 16, [&](int64_t i0, int64_t i1) {  // a decode row: inline
             for (int64_t i = i0; i < i1; ++i) {
                 float* qh = &q_[i * D_];
                 cpu::rms_norm(qh, nullptr, D_, eps, qh);
@@ -246,7 +246,9 @@ private:
             const batch_seq& s = b_.seqs[si];
             seq_view& v = views_[si];
             for (int64_t r = s.row0; r < s.row0 + s.rows; ++r) seq_of_[static_cast<size_t>(r)] = static_cast<int32_t>(si);
-            v.window.assign(static_cast<size_t>(W_ * D_), 0.0f);
+            // Only ring slots of positions [start_pos − W, start_pos) are ever read (attend() takes
+            // later positions from the chunk), and each is decoded below: no zero fill.
+            v.window.resize(static_cast<size_t>(W_ * D_));
             for (int64_t p = std::max<int64_t>(0, s.start_pos - W_); p < s.start_pos; ++p)
                 cache::codec::decode_row(kv_fmt_, cp_.window_row(s.slot, p),
                                          std::span<float>(&v.window[(p % W_) * D_], size_t(D_)));

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "text/utf8.h"
+
 namespace tandem::text {
 
 json_value::json_value() = default;
@@ -262,7 +264,18 @@ private:
             const size_t run = pos_;
             while (pos_ < s_.size() && s_[pos_] != '"' && s_[pos_] != '\\' &&
                    static_cast<unsigned char>(s_[pos_]) >= 0x20) {
-                ++pos_;
+                if (static_cast<unsigned char>(s_[pos_]) < 0x80) {
+                    ++pos_;
+                    continue;
+                }
+                // JSON text is UTF-8 (RFC 8259 §8.1); a string we let through with broken bytes
+                // would reach the tokenizer, the logs and other clients' JSON.
+                int subpart = 0;
+                bool truncated = false;
+                const int n = utf8_sequence_length(s_, static_cast<int64_t>(pos_), &subpart,
+                                                   &truncated);
+                if (n == 0) return error("invalid UTF-8 in a string");
+                pos_ += static_cast<size_t>(n);
             }
             out->append(s_.substr(run, pos_ - run));
         }

@@ -1,7 +1,13 @@
 // topo/pd_endpoint.cpp — Typed dispatch of pd messages, counting what is dropped.
 #include "topo/pd_endpoint.h"
 
+#include <algorithm>
 #include <memory>
+
+#include <fmt/format.h>
+
+#include "core/liveness.h"
+#include "core/log.h"
 
 namespace tandem::topo {
 
@@ -44,10 +50,27 @@ bool deliver(bool role_receives, const std::function<void(transport::peer_id, M&
 
 }  // namespace
 
+std::string pd_kind_slot_label(size_t slot) {
+    if (slot + 1 >= k_pd_kind_slots) return "other";
+    const char* name = pd_kind_name(static_cast<uint16_t>(slot));
+    return std::string_view(name) == "unknown" ? std::to_string(slot) : std::string(name);
+}
+
+void pd_endpoint::count_dropped(transport::peer_id peer, uint16_t kind, std::string_view why) {
+    dropped_by_kind_[std::min<size_t>(kind, k_pd_kind_slots - 1)].fetch_add(1);
+    int64_t held_back = 0;
+    if (!drop_log_.allow(monotonic_ms(), &held_back)) return;
+    TANDEM_LOG_WARN("pd {} side dropped a frame of kind {} ({}) from peer {}: {}{}",
+                    pd_role_name(hello_.role), kind, pd_kind_name(kind), peer, why,
+                    held_back > 0 ? fmt::format(" ({} more dropped frames not logged)", held_back)
+                                  : std::string());
+}
+
 void pd_endpoint::dispatch(const pd_handlers& h, transport::peer_id p, transport::frame&& f) {
     auto decoded = decode_message(f.kind, f.payload);
     if (!decoded) {
         malformed_.fetch_add(1);
+        count_dropped(p, f.kind, decoded.error().message());
         return;
     }
     pd_message& m = *decoded;
@@ -63,11 +86,19 @@ void pd_endpoint::dispatch(const pd_handlers& h, transport::peer_id p, transport
         case pd_kind::abort_ack: ok = deliver(true, h.on_abort_ack, p, m); break;
         default: break;  // control kinds never reach here; the transport consumes them
     }
-    (ok ? messages_ : unexpected_).fetch_add(1);
+    if (ok) {
+        messages_.fetch_add(1);
+        return;
+    }
+    unexpected_.fetch_add(1);
+    count_dropped(p, f.kind, fmt::format("the {} side does not take this message",
+                                         pd_role_name(hello_.role)));
 }
 
 pd_counters pd_endpoint::counters() const {
-    return {messages_.load(), malformed_.load(), unexpected_.load()};
+    pd_counters c{messages_.load(), malformed_.load(), unexpected_.load(), {}};
+    for (size_t k = 0; k < k_pd_kind_slots; ++k) c.dropped_by_kind[k] = dropped_by_kind_[k].load();
+    return c;
 }
 
 }  // namespace tandem::topo

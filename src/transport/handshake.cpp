@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "core/log.h"
+
 namespace tandem::transport {
 
 peer_stats& peer_stats::operator+=(const peer_stats& o) {
@@ -75,6 +77,17 @@ handshake_state::step handshake_state::on_frame(const frame& f) {
     }
     s.became_ready = !was_ready && ready();
     return s;
+}
+
+void handshake_state::log_dropped(const frame& f, const std::string& peer_name,
+                                  log_limiter& limit, int64_t now_ms) const {
+    int64_t held_back = 0;
+    if (!limit.allow(now_ms, &held_back)) return;
+    TANDEM_LOG_WARN("transport dropped a frame of kind {} from {}: {}{}", f.kind, peer_name,
+                    f.kind < control_kind::first_protocol_kind ? "an unknown control kind"
+                                                               : "the handshake has not finished",
+                    held_back > 0 ? fmt::format(" ({} more dropped frames not logged)", held_back)
+                                  : std::string());
 }
 
 }  // namespace tandem::transport

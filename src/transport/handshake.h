@@ -3,7 +3,9 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
+#include "core/log_limiter.h"
 #include "transport/transport.h"
 
 namespace tandem::transport {
@@ -15,7 +17,7 @@ public:
 
     struct step {
         bool deliver = false;         // a protocol frame for on_frame
-        bool dropped = false;         // a protocol frame before the handshake finished
+        bool dropped = false;         // a protocol frame before the handshake, an unknown control kind
         bool became_ready = false;    // call on_peer_ready
         std::optional<frame> reply;   // send this back (HELLO_ACK, REFUSE, PONG)
         bool heartbeat = false;       // PING or PONG: liveness only, not counted as traffic
@@ -28,6 +30,10 @@ public:
     status deadline_error(const std::string& peer_name) const;
 
     static frame hello_frame(const handshake_options& opt);
+    // Logs a frame a step marked `dropped` (its kind, and why), through `limit` so a peer
+    // repeating it cannot flood the log. Not part of the pure state machine: callers log.
+    void log_dropped(const frame& f, const std::string& peer_name, log_limiter& limit,
+                     int64_t now_ms) const;
 
 private:
     const handshake_options* opt_;

@@ -131,6 +131,7 @@ private:
             if (s.dropped) stats_.frames_dropped += 1;
             if (s.became_ready) stats_.connects += 1;
         }
+        if (s.dropped) hs_->log_dropped(f, "the inproc peer", drop_log_, monotonic_ms());
         if (!s.failure.is_ok()) {
             lose(s.failure);
             return;
@@ -170,6 +171,7 @@ private:
     std::atomic<bool> ready_{false};
     mutable std::mutex stats_mu_;
     peer_stats stats_;
+    log_limiter drop_log_{1000};  // dropped frames: at most one line a second
 };
 
 }  // namespace

@@ -113,6 +113,7 @@ struct tcp_impl final : tcp_transport {
     std::vector<std::pair<peer_id, std::vector<std::byte>>> inbox_;
     bool stop_requested_ = false;
     bool async_open_ = false;
+    log_limiter drop_log_{1000};  // dropped frames, every link together: one line a second
     mutable std::mutex stats_mu_;
     std::map<peer_id, peer_stats> stats_;
     std::set<peer_id> ready_;

@@ -91,6 +91,7 @@ void tcp_impl::handle_frame(tcp_link* l, frame&& f) {
         if (s.deliver) st.frames_received += 1;
         if (s.dropped) st.frames_dropped += 1;
     });
+    if (s.dropped) l->hs->log_dropped(f, l->name, drop_log_, monotonic_ms());
     if (s.answered) l->last_answer_ms = monotonic_ms();
     if (s.reply) write_now(l, encode_frame(*s.reply), !s.heartbeat);
     if (!s.failure.is_ok()) {

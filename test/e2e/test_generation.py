@@ -177,6 +177,45 @@ def test_mass_abort_returns_every_page(start_tandem):
     assert len(generate(t, [0, 5, 6], max_tokens=3)["output_ids"]) >= 1
 
 
+def test_abort_sent_before_its_request_is_pending_and_ends_it(start_tandem):
+    # An abort that overtakes its own request (abort_tombstones.h) is kept, not lost: the request
+    # arriving with that X-Request-Id ends at once as aborted, on every generating endpoint.
+    t = start_tandem()
+    long = {"max_tokens": 3000, "ignore_eos": True}
+    cases = [
+        ("/generate", {"input_ids": [0, 1, 2], "sampling_params": long}),
+        ("/v1/completions", {"prompt": "hello", "n": 2, **long}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], **long}),
+    ]
+    for i, (path, body) in enumerate(cases):
+        rid = f"abort-first-{i}"
+        r = requests.post(t.url + "/abort_request", json={"rid": rid})
+        assert r.status_code == 200 and r.json() == {"aborted": 0, "pending": True}, r.text
+        r = requests.post(t.url + path, json=body, headers={"X-Request-Id": rid}, timeout=120)
+        assert r.status_code == 200, (path, r.text)
+        reply = r.json()
+        reasons = ([reply["finish_reason"]] if path == "/generate"
+                   else [c["finish_reason"] for c in reply["choices"]])
+        assert reasons == ["abort"] * (2 if path == "/v1/completions" else 1), (path, reply)
+        assert reply["usage"]["completion_tokens"] < 3000 * len(reasons)
+    # A request no abort names runs to its end.
+    assert generate(t, [0, 1, 2], max_tokens=5, ignore_eos=True)["finish_reason"] == "length"
+
+
+def test_abort_of_a_running_request_says_it_aborted_one(start_tandem):
+    t = start_tandem()
+    body = {"input_ids": [0, 1], "stream": True,
+            "sampling_params": {"max_tokens": 5000, "ignore_eos": True}}
+    with requests.post(t.url + "/generate", json=body, headers={"X-Request-Id": "running-1"},
+                       stream=True, timeout=120) as r:
+        events = (line[len(b"data: "):] for line in r.iter_lines() if line.startswith(b"data: "))
+        next(events)  # streaming has begun, so the server tracks the request
+        a = requests.post(t.url + "/abort_request", json={"rid": "running-1"})
+        assert a.status_code == 200 and a.json() == {"aborted": 1, "pending": False}, a.text
+        last = [json.loads(e) for e in events if e != b"[DONE]"][-1]
+    assert last["finish_reason"] == "abort"
+
+
 def test_full_queue_answers_503_with_retry_after(start_tandem):
     t = start_tandem("--set", "scheduler.max_running_requests=1", "--set", "scheduler.max_queued_requests=1")
 

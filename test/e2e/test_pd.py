@@ -355,6 +355,19 @@ def test_health_generate_goes_through_the_transport(start_tandem, kind):
     assert scrape(t)("tandem_pd_transfers_total", result="ok") >= before + 1
 
 
+def test_abort_sent_before_its_request_ends_it_in_pd(start_tandem):
+    # The pending abort lives on the HTTP side (decode); the request it stops is aborted through
+    # the decode engine, which tells the prefill side, and nothing is left in flight.
+    t = start_tandem(*cache_args(), *pd_args("tcp", abort_lease_ms=500))
+    r = requests.post(t.url + "/abort_request", json={"rid": "pd-abort-first"})
+    assert r.status_code == 200 and r.json() == {"aborted": 0, "pending": True}, r.text
+    r = requests.post(t.url + "/generate", headers={"X-Request-Id": "pd-abort-first"}, timeout=60,
+                      json={"input_ids": list(long_prompts(1, 1)[0].ids),
+                            "sampling_params": {"max_tokens": 2000, "ignore_eos": True}})
+    assert r.status_code == 200 and r.json()["finish_reason"] == "abort", r.text
+    assert_idle_without_leaks(t)
+
+
 @pytest.mark.parametrize("args,keys", [
     (["--topology", "pd", "--role", "decode", "--set", "transport.kind=inproc"],
      ["topology.role", "transport.kind"]),

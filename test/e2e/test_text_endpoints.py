@@ -56,6 +56,32 @@ def test_invalid_json_body_is_400_naming_the_problem(start_tandem):
     assert "not valid JSON" in r.json()["error"]["message"]
 
 
+def test_invalid_utf8_in_a_json_string_is_400_on_every_endpoint(start_tandem):
+    # JSON text is UTF-8: a body whose string holds bytes that are not is refused with a 400 that
+    # says why, on every endpoint family (both JSON readers: simdjson's and text::json_parse).
+    t = start_tandem()
+    bad = b"caf\xe9 \xff"  # Latin-1 bytes, not UTF-8
+    cases = [
+        ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "' + bad + b'"}]}'),
+        ("/v1/completions", b'{"prompt": "' + bad + b'", "max_tokens": 1}'),
+        ("/v1/messages", b'{"max_tokens": 1, "messages": [{"role": "user", "content": "'
+         + bad + b'"}]}'),
+        ("/v1/messages/count_tokens", b'{"messages": [{"role": "user", "content": "' + bad
+         + b'"}]}'),
+        ("/generate", b'{"input_ids": [0, 1], "rid": "' + bad + b'"}'),
+        ("/tokenize", b'{"prompt": "' + bad + b'"}'),
+        ("/v1/chat/completions/render", b'{"messages": [{"role": "user", "content": "' + bad
+         + b'"}]}'),
+        ("/abort_request", b'{"rid": "' + bad + b'"}'),
+    ]
+    for path, body in cases:
+        r = requests.post(t.url + path, data=body)
+        assert r.status_code == 400, (path, r.text)
+        err = r.json()["error"]
+        assert "UTF-8" in err["message"], (path, err)
+    assert requests.get(t.url + "/health").status_code == 200
+
+
 def test_missing_model_fails_startup_with_exit_1(tmp_path):
     from conftest import TandemServer
     s = TandemServer(["--model", str(tmp_path / "nowhere")])

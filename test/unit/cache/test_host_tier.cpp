@@ -27,16 +27,6 @@ using namespace tandem::cache::testing;
 
 namespace {
 
-constexpr int64_t k_page = 128;
-
-std::unique_ptr<page_pool> make_pool(const layout_spec& l, int64_t pages, int64_t slots) {
-    const int64_t bytes = pool_geometry(l, pages, slots).total_bytes() +
-                          pool_geometry::k_region_alignment * int64_t(l.buffers().size() + 1);
-    auto r = page_pool::create(l, {bytes, slots});
-    REQUIRE_MESSAGE(r.is_ok(), r.error().message());
-    return std::move(*r);
-}
-
 std::unique_ptr<host_tier> make_host(page_pool& pool, int64_t pages, host_tier_test_hooks hooks = {},
                                      std::shared_ptr<heartbeat> beat = nullptr) {
     const int64_t bytes = pages * pool.layout().page_group_bytes() +
@@ -69,13 +59,28 @@ void fill_slot(page_pool& pool, slot_ref s, uint64_t seed) {
     for (int64_t i = 0; i < pool.geometry().slot_stride(); ++i) bytes[i] = std::byte(rng() & 0x7f);
 }
 
-struct fixture {
-    model::model_config model = load_model("tiny-ci-native.json");
-    layout_spec layout;
-    std::unique_ptr<page_pool> pool;
-    explicit fixture(kv_dtype kv = kv_dtype::fp8, index_k_dtype idx = index_k_dtype::fp8, int64_t pages = 16)
-        : layout(make_layout(model, kv, idx, k_page)), pool(make_pool(layout, pages, 4)) {}
+// One random page stored in the host tier and a fresh sequence with one page to load it into.
+struct staged_page {
+    page_ref original;             // the pool page written, sealed and stored
+    slot_ref dst;                  // the sequence the load fills
+    std::vector<page_load> loads;  // the one page: host copy → the sequence's page
 };
+
+staged_page stage_one_page(page_pool& pool, host_tier& host) {
+    staged_page st;
+    st.original = pool.alloc_page(1);
+    fill_random(pool, st.original, 5);
+    pool.seal_page(st.original);
+    const int32_t hp = host.alloc_page();
+    host.store(st.original, hp);
+    host.drain();
+    st.dst = pool.alloc_sequence(2);
+    pool.reset_sequence_state(st.dst);
+    const page_ref p = pool.alloc_page(2);
+    pool.append_page(st.dst, p);
+    st.loads = {{hp, p}};
+    return st;
+}
 
 std::vector<int32_t> tokens_of(int64_t n, int32_t salt) {
     std::vector<int32_t> t;
@@ -121,7 +126,7 @@ TEST_CASE("host tier: a load copies per layer exactly the kinds LayoutSpec lists
 TEST_CASE("host tier: T6 a page written through and loaded back is byte-equal in every layer and kind") {
     for (index_k_dtype idx : {index_k_dtype::fp8, index_k_dtype::bf16, index_k_dtype::fp4}) {
         CAPTURE(index_k_dtype_name(idx));
-        fixture f(kv_dtype::fp8, idx);
+        pool_fixture f(kv_dtype::fp8, idx);
         auto host = make_host(*f.pool, 3);
         std::vector<page_ref> originals;
         std::vector<int32_t> host_pages;
@@ -175,39 +180,22 @@ TEST_CASE("host tier: T6 a page written through and loaded back is byte-equal in
 }
 
 TEST_CASE("host tier: T5 the gate holds a layer until its delayed kind landed; skip-gate makes the sentinel fire") {
-    fixture f(kv_dtype::fp8, index_k_dtype::fp8);
+    pool_fixture f(kv_dtype::fp8, index_k_dtype::fp8);
     int32_t csa = -1;
     for (const layer_layout& ly : f.layout.layers())
         if (csa < 0 && f.layout.buffer_index(ly.layer, buffer_kind::index_k) >= 0) csa = ly.layer;
     REQUIRE(csa >= 0);
-    auto stage = [&](host_tier& host, page_ref& orig, int32_t& hp, slot_ref& dst, std::vector<page_load>& loads) {
-        orig = f.pool->alloc_page(1);
-        fill_random(*f.pool, orig, 5);
-        f.pool->seal_page(orig);
-        hp = host.alloc_page();
-        host.store(orig, hp);
-        host.drain();
-        dst = f.pool->alloc_sequence(2);
-        f.pool->reset_sequence_state(dst);
-        page_ref p = f.pool->alloc_page(2);
-        f.pool->append_page(dst, p);
-        loads = {{hp, p}};
-    };
     SUBCASE("index-K delayed, gate on: the layer's view comes only after it landed") {
         auto host = make_host(*f.pool, 1, {"index_k", csa, 150, true, false, false});
-        page_ref orig;
-        int32_t hp;
-        slot_ref dst;
-        std::vector<page_load> loads;
-        stage(*host, orig, hp, dst, loads);
-        auto ticket = host->load(loads, dst, nullptr);
+        const staged_page st = stage_one_page(*f.pool, *host);
+        auto ticket = host->load(st.loads, st.dst, nullptr);
         const layer_gate gate(*f.pool, {ticket});
         for (int32_t l = 0; l < int32_t(f.layout.num_layers()); ++l) {
             auto view = gate.wait(l);
             REQUIRE_MESSAGE(view, view.error().message());
             // What the view reads is what was stored, index-K included.
             const int32_t b = f.layout.buffer_index(l, buffer_kind::index_k);
-            if (b >= 0) CHECK(page_equal(*f.pool, orig.page, loads[0].device.page, b));
+            if (b >= 0) CHECK(page_equal(*f.pool, st.original.page, st.loads[0].device.page, b));
         }
     }
     SUBCASE("skip-gate: the sentinel check fires on the delayed layer, index-K included") {
@@ -215,12 +203,8 @@ TEST_CASE("host tier: T5 the gate holds a layer until its delayed kind landed; s
         // only sentinels this thread wrote. (Delaying index-K alone would have the check read the
         // layer's other kinds while the copy thread writes them, a race TSan rightly reports.)
         auto host = make_host(*f.pool, 1, {"", csa, 60000, true, true, false});
-        page_ref orig;
-        int32_t hp;
-        slot_ref dst;
-        std::vector<page_load> loads;
-        stage(*host, orig, hp, dst, loads);
-        auto ticket = host->load(loads, dst, nullptr);
+        const staged_page st = stage_one_page(*f.pool, *host);
+        auto ticket = host->load(st.loads, st.dst, nullptr);
         const layer_gate gate(*f.pool, {ticket});
         for (int32_t l = 0; l < csa; ++l) {  // earlier layers land; waited on the ticket itself
             REQUIRE(ticket->wait_layer(l, monotonic_ms() + 60000).is_ok());
@@ -236,12 +220,8 @@ TEST_CASE("host tier: T5 the gate holds a layer until its delayed kind landed; s
     }
     SUBCASE("a cancelled load fails its other waiters at once instead of letting them read") {
         auto host = make_host(*f.pool, 1, {"index_k", csa, 60000, false, false, false});
-        page_ref orig;
-        int32_t hp;
-        slot_ref dst;
-        std::vector<page_load> loads;
-        stage(*host, orig, hp, dst, loads);
-        auto ticket = host->load(loads, dst, nullptr);
+        const staged_page st = stage_one_page(*f.pool, *host);
+        auto ticket = host->load(st.loads, st.dst, nullptr);
         const layer_gate waiter(*f.pool, {ticket}, 600000);
         std::thread canceller([&] {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -255,12 +235,8 @@ TEST_CASE("host tier: T5 the gate holds a layer until its delayed kind landed; s
     SUBCASE("a stalled copy thread is reported: pending work, no progress") {
         auto beat = std::make_shared<heartbeat>("host-tier copy thread");
         auto host = make_host(*f.pool, 1, {"", -1, 60000, false, false, false}, beat);
-        page_ref orig;
-        int32_t hp;
-        slot_ref dst;
-        std::vector<page_load> loads;
-        stage(*host, orig, hp, dst, loads);
-        auto ticket = host->load(loads, dst, nullptr);
+        const staged_page st = stage_one_page(*f.pool, *host);
+        auto ticket = host->load(st.loads, st.dst, nullptr);
         std::this_thread::sleep_for(std::chrono::milliseconds(30));
         const auto problem = beat->problem(monotonic_ms(), 10);
         REQUIRE(problem.has_value());
@@ -275,7 +251,7 @@ TEST_CASE("host tier: T5 the gate holds a layer until its delayed kind landed; s
 // the gate then blamed on the old, landed load ("layer 0 window read before the load landed").
 // A destination freed or reused since its load is no longer that load's to check.
 TEST_CASE("host tier: a landed load whose slot and pages were reused is not blamed for a newer load's sentinel") {
-    fixture f(kv_dtype::fp8, index_k_dtype::bf16);
+    pool_fixture f(kv_dtype::fp8, index_k_dtype::bf16);
     auto host = make_host(*f.pool, 1, {"", -1, 0, true, false, false});  // sentinel on
     page_ref orig = f.pool->alloc_page(1);
     fill_random(*f.pool, orig, 11);
@@ -323,7 +299,7 @@ TEST_CASE("host tier: a landed load whose slot and pages were reused is not blam
 }
 
 TEST_CASE("host tier: the tree keeps host copies on device eviction, loads hand them out, a full host tier clamps to whole pages") {
-    fixture f(kv_dtype::bf16, index_k_dtype::fp4, 8);
+    pool_fixture f(kv_dtype::bf16, index_k_dtype::fp4, 8);
     auto host = make_host(*f.pool, 4);
     prefix_tree tree(*f.pool, 42, {0}, host.get());
     const auto t = tokens_of(3 * k_page + 10, 1);

@@ -14,19 +14,6 @@ using namespace tandem;
 using namespace tandem::cache;
 using namespace tandem::cache::testing;
 
-namespace {
-
-std::unique_ptr<page_pool> make_pool(const layout_spec& l, int64_t pages, int64_t slots) {
-    const int64_t bytes = pool_geometry(l, pages, slots).total_bytes() +
-                          pool_geometry::k_region_alignment * int64_t(l.buffers().size() + 1);
-    auto r = page_pool::create(l, {bytes, slots});
-    REQUIRE_MESSAGE(r.is_ok(), r.error().message());
-    REQUIRE((*r)->stats().pages_total == pages);
-    return std::move(*r);
-}
-
-}  // namespace
-
 TEST_CASE("page_pool: budget split") {
     model::model_config flash = load_model("deepseek-v4-flash.json");
     layout_spec l = make_layout(flash, kv_dtype::fp8, index_k_dtype::fp8);

@@ -20,16 +20,6 @@ using namespace tandem::cache::testing;
 
 namespace {
 
-constexpr int64_t k_page = 128;
-
-std::unique_ptr<page_pool> make_pool(const layout_spec& l, int64_t pages, int64_t slots) {
-    const int64_t bytes = pool_geometry(l, pages, slots).total_bytes() +
-                          pool_geometry::k_region_alignment * int64_t(l.buffers().size() + 1);
-    auto r = page_pool::create(l, {bytes, slots});
-    REQUIRE_MESSAGE(r.is_ok(), r.error().message());
-    return std::move(*r);
-}
-
 uint64_t prefix_signature(std::span<const int32_t> tokens) { return hash_tokens(tokens) | 1; }
 
 boundary_snapshot fake_snapshot(std::span<const int32_t> tokens) {
@@ -47,16 +37,13 @@ struct live_request {
     prefix_tree::node* locked = nullptr;
 };
 
-struct harness {
-    model::model_config model = load_model("tiny-ci-native.json");
-    layout_spec layout = make_layout(model, kv_dtype::bf16, index_k_dtype::bf16, k_page);
-    std::unique_ptr<page_pool> pool = make_pool(layout, 24, 6);
+struct harness : pool_fixture {
     prefix_tree tree{*pool, 42, {5000}};  // room for 4 fake snapshots
     std::vector<std::vector<int32_t>> families;
     std::set<std::vector<int32_t>> ever_inserted;  // page-multiple prefixes
     std::mt19937_64 rng{2024};
 
-    harness() {
+    harness() : pool_fixture(kv_dtype::bf16, index_k_dtype::bf16, 24, 6) {
         for (int f = 0; f < 3; ++f) {
             std::vector<int32_t> t(8 * k_page);
             for (auto& x : t) x = int32_t(rng() % 50);

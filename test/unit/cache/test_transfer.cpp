@@ -19,14 +19,6 @@ using namespace tandem::cache::testing;
 
 namespace {
 
-std::unique_ptr<page_pool> make_pool(const layout_spec& l, int64_t pages, int64_t slots) {
-    const int64_t bytes = pool_geometry(l, pages, slots).total_bytes() +
-                          pool_geometry::k_region_alignment * int64_t(l.buffers().size() + 1);
-    auto r = page_pool::create(l, {bytes, slots});
-    REQUIRE_MESSAGE(r.is_ok(), r.error().message());
-    return std::move(*r);
-}
-
 // Writes every row of every history buffer (through codecs), every window row and every
 // compressor ring of the sequence with random values.
 void fill_sequence(page_pool& pool, slot_ref s, int64_t tokens, std::mt19937& rng) {

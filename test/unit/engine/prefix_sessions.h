@@ -8,6 +8,7 @@
 #include <deque>
 
 #include "core/config.h"
+#include "core/config_test_helpers.h"
 #include "engine/engine.h"
 #include "engine_test_util.h"
 
@@ -26,9 +27,7 @@ inline config cache_config(const std::string& model_dir, bool prefix, int64_t ch
     c.cache.snapshot_interval_tokens = 256;
     c.scheduler.max_running_requests = 8;
     c.scheduler.max_prefill_tokens = chunk;
-    // A randomly sampled shadow check borrows pool pages after the final event: off, so the
-    // page accounting below is exact.
-    c.verify.sample_rate = 0;
+    testing::no_verify(c);
     return c;
 }
 

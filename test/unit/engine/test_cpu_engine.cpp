@@ -6,6 +6,7 @@
 
 #include "cache/plan_command.h"
 #include "engine/cpu_engine.h"
+#include "core/config_test_helpers.h"
 #include "engine_test_util.h"
 #include "tiny_checkpoint.h"
 #include "model/make_model.h"
@@ -25,9 +26,7 @@ config engine_config(const std::string& model_dir, int64_t prefill_tokens) {
     c.cache.memory_bytes = int64_t{64} << 20;
     c.scheduler.max_running_requests = 8;
     c.scheduler.max_prefill_tokens = prefill_tokens;
-    // A randomly sampled shadow check borrows pool pages after the final event: off, so the
-    // every-page-back assertions are exact.
-    c.verify.sample_rate = 0;
+    testing::no_verify(c);
     return c;
 }
 
@@ -87,18 +86,7 @@ TEST_CASE("cpu engine: preemption in a 3-page pool gives the same greedy tokens"
     c.cache.page_size = 128;
     c.scheduler.max_running_requests = 4;
     // A budget of exactly 4 sequence slots + 3 pages.
-    auto mc = model::preset_config("tiny");
-    auto lo = cache::layout_options_from(c);
-    REQUIRE(lo);
-    auto layout = cache::layout_spec::create(*mc, *lo);
-    REQUIRE(layout);
-    int64_t budget = int64_t{16} << 20;
-    for (int i = 0; i < 3; ++i) {
-        auto split = cache::plan_pool_split(*layout, {budget, 4});
-        REQUIRE(split);
-        budget += (3 - split->num_pages) * layout->page_group_bytes();
-    }
-    c.cache.memory_bytes = budget;
+    c.cache.memory_bytes = tiny_pool_bytes_for(c, 4, 3);
 
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 4; ++i) prompts.push_back(make_prompt(uint64_t(40 + i), 118 + i, 200));

@@ -1,5 +1,5 @@
 // A generated tiny checkpoint in a temporary directory, removed afterwards (tests that run the
-// real CPU model).
+// real CPU model), and the pool budget that gives the tiny model an exact number of pages.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <string>
 
+#include "cache/page_pool.h"
+#include "cache/plan_command.h"
+#include "core/config.h"
 #include "model/make_model.h"
 
 namespace tandem::engine::test {
@@ -31,5 +34,23 @@ struct tiny_checkpoint {
         std::filesystem::remove_all(dir, ec);
     }
 };
+
+// The cache.memory_bytes with which config `c` serving the tiny preset gets exactly `slots`
+// sequence slots and `pages` pages (for tests that need page pressure: preemption).
+inline int64_t tiny_pool_bytes_for(const config& c, int64_t slots, int64_t pages) {
+    auto mc = model::preset_config("tiny");
+    REQUIRE(mc);
+    auto lo = cache::layout_options_from(c);
+    REQUIRE(lo);
+    auto layout = cache::layout_spec::create(*mc, *lo);
+    REQUIRE(layout);
+    int64_t budget = int64_t{16} << 20;
+    for (int i = 0; i < 3; ++i) {  // the split's fixed parts depend on the budget: converge
+        auto split = cache::plan_pool_split(*layout, {budget, slots});
+        REQUIRE(split);
+        budget += (pages - split->num_pages) * layout->page_group_bytes();
+    }
+    return budget;
+}
 
 }  // namespace tandem::engine::test

@@ -250,13 +250,20 @@ TEST_CASE("server: shutdown fails a request that does not finish within the grac
     http::server_limits limits;
     limits.shutdown_grace_ms = 200;
     auto s = std::make_unique<running_server>(limits);
-    std::atomic<bool> cancelled{false};
+    std::atomic<bool> cancelled{false}, routed{false};
     s->routes.add("GET", "/forever", [&](const http::request&, http::responder out) {
         out.on_cancel([&] { cancelled = true; });
+        routed = true;
     });
     int fd = connect_to(s->port);
     send_all(fd, "GET /forever HTTP/1.1\r\n\r\n");
-    std::this_thread::sleep_for(100ms);
+    // The shutdown must meet the request in flight: wait until it was routed (a fixed sleep lost
+    // that race on a loaded machine and the server shut down before the request arrived).
+    for (auto until = std::chrono::steady_clock::now() + 30s;
+         !routed && std::chrono::steady_clock::now() < until;) {
+        std::this_thread::sleep_for(5ms);
+    }
+    REQUIRE(routed);
     auto t0 = std::chrono::steady_clock::now();
     s.reset();  // shutdown + join: returns once every connection is closed
     CHECK(std::chrono::steady_clock::now() - t0 < 2s);

@@ -32,6 +32,23 @@ TEST_CASE("json: dump keeps key order, escapes like Python, keeps non-ASCII") {
           "{\"b\": 2, \"a\": [true, null, \"x\\u0001\\\"\\\\/\\né😀\u2028\"], \"\": {}}");
 }
 
+TEST_CASE("json: strings must be valid UTF-8; the error names the problem and the byte") {
+    CHECK(json_parse("\"caf\xC3\xA9 \xF0\x9F\x98\x80\"").is_ok());  // é and an emoji
+    for (std::string_view bad : {std::string_view("{\"a\": \"\xFF\"}"),   // never valid
+                                 std::string_view("{\"a\": \"\xC3(\"}"),   // bad continuation
+                                 std::string_view("{\"a\": \"\xC0\xAF\"}"),  // overlong '/'
+                                 std::string_view("{\"a\": \"\xED\xA0\x80\"}"),  // surrogate
+                                 std::string_view("{\"\x80\": 1}"),  // in a key
+                                 std::string_view("\"\xE2\x82"),   // cut by the end
+                                 std::string_view("{\"a\": \"ok\xE2\x82\"}")}) {  // cut by '"'
+        CAPTURE(bad);
+        auto r = json_parse(bad);
+        REQUIRE_FALSE(r.is_ok());
+        CHECK(r.error().message().find("invalid UTF-8") != std::string::npos);
+        CHECK(r.error().message().find("byte") != std::string::npos);
+    }
+}
+
 TEST_CASE("json: parse errors say where; overflow is an error") {
     auto bad = json_parse("{\"a\": [1, 2,]}");
     REQUIRE_FALSE(bad.is_ok());

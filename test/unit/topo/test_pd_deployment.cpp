@@ -29,21 +29,7 @@ config with_topology(config c, const std::string& mode, const std::string& kind)
     return c;
 }
 
-struct running {
-    liveness_registry liveness;
-    std::unique_ptr<topo::deployment> dep;
-    explicit running(const config& c) {
-        auto d = topo::deployment::create(c, liveness);
-        REQUIRE_MESSAGE(d, d.error().message());
-        dep = std::move(*d);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (dep->health_problem() && std::chrono::steady_clock::now() < until) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        REQUIRE_FALSE(dep->health_problem());
-    }
-    tandem::engine::engine& eng() { return *dep->api_engine(); }
-};
+using running = tandem::test::healthy_deployment;
 
 struct outcome {
     std::vector<int32_t> tokens;

@@ -31,21 +31,7 @@ config canary_config(const std::string& model_dir) {
     return c;
 }
 
-struct deployed {
-    liveness_registry liveness;
-    std::unique_ptr<topo::deployment> dep;
-    explicit deployed(const config& c) {
-        auto d = topo::deployment::create(c, liveness);
-        REQUIRE_MESSAGE(d, d.error().message());
-        dep = std::move(*d);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (dep->health_problem() && std::chrono::steady_clock::now() < until) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        REQUIRE_FALSE(dep->health_problem());
-    }
-    tandem::engine::engine& eng() { return *dep->api_engine(); }
-};
+using deployed = tandem::test::healthy_deployment;
 
 // Submits every prompt at once and waits for every final event.
 void run_all(tandem::engine::engine& eng, const std::vector<std::vector<int32_t>>& prompts,
@@ -123,18 +109,7 @@ TEST_CASE("verify: preempted requests (recomputed mid-generation) still check cl
     config c = canary_config(ckpt.dir.string());
     c.scheduler.max_running_requests = 4;
     // Exactly 4 sequence slots + 3 pages of 128 tokens; four requests of ~130 tokens need 8.
-    auto mc = model::preset_config("tiny");
-    auto lo = cache::layout_options_from(c);
-    REQUIRE(lo);
-    auto layout = cache::layout_spec::create(*mc, *lo);
-    REQUIRE(layout);
-    int64_t budget = int64_t{16} << 20;
-    for (int i = 0; i < 3; ++i) {
-        auto split = cache::plan_pool_split(*layout, {budget, 4});
-        REQUIRE(split);
-        budget += (3 - split->num_pages) * layout->page_group_bytes();
-    }
-    c.cache.memory_bytes = budget;
+    c.cache.memory_bytes = tiny_pool_bytes_for(c, 4, 3);
     auto eng = make_cpu_engine(c);
     REQUIRE_MESSAGE(eng, eng.error().message());
     REQUIRE((*eng)->stats().pages_total == 3);

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "topo/pd_endpoint.h"
+#include "topo/pd_metrics_text.h"
 #include "transport_test_util.h"
 
 using namespace tandem;
@@ -54,6 +55,62 @@ TEST_CASE("pd_endpoint: roles get their messages; the rest is counted and droppe
     CHECK(prefill.counters().malformed == 2);   // the bad payload and the unknown kind
     CHECK(prefill.counters().unexpected == 1);  // the PREFILL_DONE
     CHECK(decode.counters().messages == 1);
+    pair.a->stop();
+    pair.b->stop();
+}
+
+// The lesson of a deployment whose transfer thread died on an unexpected ABORT: a frame this side
+// cannot take — a kind from a newer protocol, a message for the other role, an unknown control
+// kind — is counted by kind and logged, and the link keeps delivering what comes after it.
+TEST_CASE("pd_endpoint: dropped frames are counted by kind and the link lives on") {
+    auto layout = tiny_layout();
+    pd_endpoint decode(pd_role::decode, layout), prefill(pd_role::prefill, layout);
+    std::atomic<int> ready{0}, dones{0};
+    event_log sync;
+    pd_handlers dh;
+    dh.on_peer_ready = [&](peer_id, const std::string&) { ++ready; sync.add([] {}); };
+    dh.on_done = [&](peer_id, prefill_done_msg&&) { ++dones; sync.add([] {}); };
+    pd_handlers ph;
+    ph.on_peer_ready = dh.on_peer_ready;
+    auto pair = make_inproc_pair(decode.handshake(1000), prefill.handshake(1000));
+    REQUIRE(pair.a->start(decode.events(dh)).is_ok());
+    REQUIRE(pair.b->start(prefill.events(ph)).is_ok());
+    REQUIRE(sync.wait([&] { return ready == 2; }));
+
+    prefill_job_msg job;
+    job.request_id = 1;
+    job.token_ids = {1, 2, 3};
+    REQUIRE(prefill.send(*pair.b, 1, job).is_ok());          // the decode role takes no jobs
+    REQUIRE(pair.b->send(1, frame{40, {}}).is_ok());         // a kind this version does not know
+    REQUIRE(pair.b->send(1, frame{40, {std::byte{7}}}).is_ok());
+    REQUIRE(pair.b->send(1, frame{900, {}}).is_ok());        // beyond the counted slots
+    REQUIRE(pair.b->send(1, frame{9, {}}).is_ok());          // an unknown control kind
+    prefill_done_msg done;
+    done.first_token = 4;
+    REQUIRE(prefill.send(*pair.b, 1, done).is_ok());         // and the link still delivers
+    REQUIRE(sync.wait([&] { return dones == 1; }));
+
+    const pd_counters c = decode.counters();
+    CHECK(c.dropped_by_kind[static_cast<size_t>(pd_kind::prefill_job)] == 1);
+    CHECK(c.dropped_by_kind[40] == 2);
+    CHECK(c.dropped_by_kind[k_pd_kind_slots - 1] == 1);
+    int64_t total = 0;
+    for (int64_t n : c.dropped_by_kind) total += n;
+    CHECK(total == c.malformed + c.unexpected);
+    CHECK(pair.a->total_stats().frames_dropped == 1);  // the control kind stops at the transport
+
+    CHECK(pd_kind_slot_label(static_cast<size_t>(pd_kind::abort)) == "ABORT");
+    CHECK(pd_kind_slot_label(40) == "40");
+    CHECK(pd_kind_slot_label(k_pd_kind_slots - 1) == "other");
+    std::string text;
+    render_decode_metrics(text, pd_decode_metrics{}, c, pair.a->total_stats());
+    CHECK(text.find("tandem_pd_decode_transport_dropped_messages_total{kind=\"PREFILL_JOB\"} 1\n") !=
+          std::string::npos);
+    CHECK(text.find("tandem_pd_decode_transport_dropped_messages_total{kind=\"40\"} 2\n") !=
+          std::string::npos);
+    CHECK(text.find("tandem_pd_decode_transport_dropped_messages_total{kind=\"other\"} 1\n") !=
+          std::string::npos);
+    CHECK(text.find("tandem_pd_decode_transport_frames_dropped_total 1\n") != std::string::npos);
     pair.a->stop();
     pair.b->stop();
 }

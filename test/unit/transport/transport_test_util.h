@@ -62,14 +62,7 @@ inline cache::layout_spec tiny_layout(cache::index_k_dtype idx = cache::index_k_
     return cache::testing::make_layout(model, cache::kv_dtype::fp8, idx);
 }
 
-inline std::unique_ptr<cache::page_pool> make_pool(const cache::layout_spec& l, int64_t pages,
-                                                   int64_t slots) {
-    const int64_t bytes = cache::pool_geometry(l, pages, slots).total_bytes() +
-                          cache::pool_geometry::k_region_alignment * int64_t(l.buffers().size() + 1);
-    auto r = cache::page_pool::create(l, {bytes, slots});
-    REQUIRE_MESSAGE(r.is_ok(), r.error().message());
-    return std::move(*r);
-}
+using cache::testing::make_pool;
 
 // Fills every page of the sequence (every buffer) and its whole slot with random bytes.
 inline void fill_random(cache::page_pool& pool, cache::slot_ref s, std::mt19937_64& rng) {
