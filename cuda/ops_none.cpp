@@ -1,6 +1,7 @@
 // cuda/ops_none.cpp — host/cuda_ops.h in a build without CUDA: every op answers `unavailable`,
 // so the parity harness reports SKIP and the server says why the GPU is not used.
 #include "cuda/host/cuda_ops.h"
+#include "cuda/host/device_runtime.h"
 
 namespace tandem::cuda {
 
@@ -49,5 +50,7 @@ status op_compressor_pool(std::span<const float>, int64_t, int64_t, int64_t, boo
 status op_official_sim(official_sim, std::span<float>, int64_t, int64_t) { return no_cuda(); }
 result<bandwidth_result> measure_bandwidth(int64_t, int64_t, int64_t, int) { return no_cuda(); }
 result<bringup_report> bring_up_device(const device_memory_plan&) { return no_cuda(); }
+result<std::unique_ptr<device_runtime>> make_cuda_runtime() { return no_cuda(); }
+bool cuda_forward_built() { return false; }
 
 }  // namespace tandem::cuda

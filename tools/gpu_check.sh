@@ -9,6 +9,7 @@
 #                               cuda_self_test                 one kernel vs the CPU
 #                               cuda_parity                    tiers 1, 2, 4 (spec §5.6)
 #                               cuda_e2e                       phase-0 upload + checksum, tier 5
+#                                                              (device executor vs CPU: tiny, tiny-fp8)
 #                               bench_cuda_bandwidth           linear GB/s ÷ measured copy GB/s
 #                             and writes gpu_check.json (verdict per step) + gpu_check.log, plus
 #                             each step's own JSON, under $OUT (or ./gpu_check_out). 5 files.
@@ -87,7 +88,7 @@ run() {
 
 run self_test 60 test/cuda_self_test
 run parity 240 test/cuda_parity --json "$out/parity.json"
-run e2e 120 test/cuda_e2e --json "$out/e2e.json"
+run e2e 180 test/cuda_e2e --json "$out/e2e.json"
 run bandwidth 120 bench/cuda/bench_cuda_bandwidth --json "$out/bandwidth.json"
 
 echo "{\"commit\":\"$(cat "$bundle/COMMIT" 2>/dev/null)\",\"all_passed\":$([ $failed -eq 0 ] && echo true || echo false),\"steps\":[$steps_json]}" > "$out/gpu_check.json"

@@ -1,14 +1,17 @@
 #include "cuda/host/device_choice.h"
 
+#include "cuda/host/device_runtime.h"
+
 namespace tandem::cuda {
 
 cuda_capability cuda_backend_capability() {
     cuda_capability c;
-    c.forward_ready = false;
-    c.missing =
-        "the CUDA forward pass is not built yet (phase 0 bring-up and the first phase-1 kernels exist; "
-        "the executor over the device pool, attention over pool pages, compressors, indexer and MoE "
-        "kernels do not)";
+    c.forward_ready = cuda_forward_built();
+    c.gpu_verified = false;  // flip only with a green tools/gpu_check.sh run recorded in the README
+    c.missing = c.forward_ready
+                    ? "the CUDA forward has not yet passed its GPU check (tools/gpu_check.sh tier 5: greedy tokens "
+                      "equal to the CPU's); set backend.device = \"cuda\" to use it anyway"
+                    : "this build has no CUDA forward (built without nvcc: meson option cuda)";
     return c;
 }
 
@@ -23,11 +26,12 @@ result<device_choice> choose_backend_device(std::string_view configured, const g
         if (!cap.forward_ready)
             return make_error(error_code::unavailable,
                               "backend.device = \"cuda\": " + cap.missing + "; use \"cpu\" or \"auto\"");
-        return device_choice{backend_device::cuda, "backend.device = \"cuda\" on " + gpu.devices};
+        return device_choice{backend_device::cuda, "backend.device = \"cuda\" on " + gpu.devices +
+                                                       (cap.gpu_verified ? "" : " (its GPU check has not run green yet)")};
     }
     if (configured == "auto") {
         if (!have_gpu) return device_choice{backend_device::cpu, "auto: CPU, because " + gpu.reason};
-        if (!cap.forward_ready)
+        if (!cap.forward_ready || !cap.gpu_verified)
             return device_choice{backend_device::cpu,
                                  "auto: CPU although a GPU is present (" + gpu.devices + "), because " + cap.missing};
         return device_choice{backend_device::cuda, "auto: CUDA on " + gpu.devices};

@@ -3,12 +3,10 @@
 //
 // Plain C++ (tested in CI without a GPU). The rule, and why:
 //   cpu   → the CPU, always.
-//   cuda  → the CUDA backend; an error naming the reason when no GPU can be used or the CUDA
-//           forward pass is not complete (a user who asked for the GPU must not silently get
-//           the CPU).
-//   auto  → CUDA only when a GPU is present AND the CUDA forward pass is complete; otherwise the
-//           CPU, with the reason logged (a GPU machine keeps serving on the CPU until the GPU
-//           path is whole).
+//   cuda  → the CUDA backend; an error naming the reason when no GPU can be used or this build
+//           has no CUDA forward (a user who asked for the GPU must not silently get the CPU).
+//   auto  → CUDA only when a GPU is present AND the CUDA forward has passed its GPU check;
+//           otherwise the CPU, with the reason logged.
 #pragma once
 
 #include <string>
@@ -26,12 +24,14 @@ struct device_choice {
     std::string reason;  // one line for the startup log: why this backend
 };
 
-// What the CUDA backend of this build can run. Phase 1 is incomplete: the forward pass over
-// the pool does not exist yet, so `forward_ready` is false (cuda_forward_status() says what is
-// missing).
+// What the CUDA backend of this build can run. `forward_ready`: the device executor is built
+// (a CUDA build); `gpu_verified`: its tier-5 check (tools/gpu_check.sh: greedy tokens equal to
+// the CPU's) has passed on a GPU. "cuda" needs the first; "auto" waits for both, so a GPU machine
+// keeps serving on the CPU until the GPU path has been seen to agree with it.
 struct cuda_capability {
     bool forward_ready = false;
-    std::string missing;  // what is missing when !forward_ready
+    bool gpu_verified = false;
+    std::string missing;  // why "auto" does not pick CUDA (or "cuda" cannot run)
 };
 cuda_capability cuda_backend_capability();
 

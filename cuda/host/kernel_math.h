@@ -1,12 +1,12 @@
 // cuda/host/kernel_math.h — The per-element math of the CUDA kernels, written once for both sides.
 //
 // Every function here is `__host__ __device__` under nvcc and plain inline C++ elsewhere, so the
-// CUDA kernels (cuda/kernels.cu) and the host unit tests (test/unit/cuda/) run the SAME source.
+// CUDA kernels (cuda/kernels_*.cu, cuda/device_runtime.cu) and the host unit tests (test/unit/cuda/) run the SAME source.
 // The unit tests compare these functions bit for bit with the CPU reference (cpu/kernels.h,
 // cpu/weight_matrix.h, cache/codec.h, model/forward.h): what passes there is the exact operation
 // sequence the GPU runs. Two things remain that only a GPU can show: the device's own libm
 // (expf, sinf, cosf differ from glibc in the last bits: tier 2 of the parity harness) and the
-// compiler (kernels.cu is built with --fmad=false so `a * b + c` is never contracted, exactly
+// compiler (the .cu files are built with --fmad=false so `a * b + c` is never contracted, exactly
 // as g++ -std=c++20 leaves it; explicit fmaf is used where the CPU calls std::fma).
 //
 // Reduction orders (spec §3.5, fixed by the op's own shape, never by the batch):
@@ -255,6 +255,18 @@ TANDEM_HD float hc_collapse(int64_t n, int64_t d, const float* pre, const float*
     float s = 0.0f;
     for (int64_t j = 0; j < n; ++j) s += pre[j] * h[j * d + e];
     return s;
+}
+// K18 HC head (hc_head_collapse): pre[j] = sigmoid(mix_j · scale[0] + base[j]) + hc_eps with
+// mix_j = fn_j · (h · rsqrt(mean(h²) + norm_eps)) over the n·d values of h, no Sinkhorn. n ≤ 8.
+TANDEM_HD void hc_head_weights(int64_t n, int64_t d, float norm_eps, float hc_eps, const float* h, const float* fn,
+                               const float* base, const float* scale, float* pre) {
+    const int64_t nd = n * d;
+    const float inv = rms_inverse(h, nd, norm_eps);
+    for (int64_t j = 0; j < n; ++j) {
+        const float* f = fn + j * nd;
+        const float mix = fixed_dot_fn([f](int64_t i) { return f[i]; }, [h, inv](int64_t i) { return h[i] * inv; }, nd);
+        pre[j] = sigmoid(mix * scale[0] + base[j]) + hc_eps;
+    }
 }
 // h_new[k, e] = post[k] · out[e] + Σ_j comb[j, k] · h_res[j, e], ascending j.
 TANDEM_HD float hc_post_element(int64_t n, int64_t d, const float* out, const float* h_res, const float* post,

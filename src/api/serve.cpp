@@ -30,16 +30,17 @@ http::server_limits limits_from(const config& cfg) {
     return l;
 }
 
-// Chooses the compute backend (cuda/host/cuda_startup.h): "cuda" without a usable GPU, or
-// before the CUDA forward pass exists, is a startup error; "auto" logs why it chose the CPU.
-status choose_backend(const config& cfg) {
+// Chooses the compute backend (cuda/host/cuda_startup.h): "cuda" without a usable GPU (or in a
+// build without CUDA) is a startup error; "auto" logs why it chose what it chose. The answer is
+// written back into backend.device ("cpu" | "cuda") for the deployment to build that engine.
+result<std::string> choose_backend(const config& cfg) {
     result<cuda::device_choice> choice = cuda::resolve_backend_at_startup(cfg);
     if (!choice) return choice.error();
-    TANDEM_LOG_INFO("backend: {} ({}; {} threads)",
-                    choice->device == cuda::backend_device::cuda ? "cuda" : "cpu", choice->reason,
+    const bool gpu = choice->device == cuda::backend_device::cuda;
+    TANDEM_LOG_INFO("backend: {} ({}; {} threads)", gpu ? "cuda" : "cpu", choice->reason,
                     cfg.backend.threads > 0 ? cfg.backend.threads
                                             : static_cast<int64_t>(std::thread::hardware_concurrency()));
-    return status::ok();
+    return std::string(gpu ? "cuda" : "cpu");
 }
 
 // Each connection is a descriptor; the usual soft limit of 1024 would cap concurrent clients
@@ -98,12 +99,15 @@ int run_server(const config& cfg) {
         TANDEM_LOG_ERROR("startup failed: {}", st.message());
         return 2;
     }
-    app_state app(cfg);
-    raise_descriptor_limit(cfg.server.max_connections);
-    if (status st = choose_backend(cfg); !st) {
-        TANDEM_LOG_ERROR("startup failed: {}", st.message());
+    result<std::string> device = choose_backend(cfg);
+    if (!device) {
+        TANDEM_LOG_ERROR("startup failed: {}", device.error().message());
         return 1;
     }
+    config served = cfg;
+    served.backend.device = *device;
+    app_state app(served);
+    raise_descriptor_limit(cfg.server.max_connections);
     http::router routes = make_router(app);
     http::server srv(limits_from(cfg), [&routes](const http::request& req, http::responder out) {
         routes(req, std::move(out));

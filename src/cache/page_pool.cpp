@@ -78,6 +78,23 @@ result<std::unique_ptr<page_pool>> page_pool::create(const layout_spec& layout,
         new page_pool(layout, *split, static_cast<std::byte*>(p), bytes));
 }
 
+result<std::unique_ptr<page_pool>> page_pool::create_external(const layout_spec& layout,
+                                                              const pool_options& opt,
+                                                              external_arena arena) {
+    auto split = plan_pool_split(layout, opt);
+    if (!split.is_ok()) return split.error();
+    const int64_t bytes = pool_geometry(layout, split->num_pages, split->num_slots).total_bytes();
+    if (arena.base == nullptr || !arena.write)
+        return make_error(error_code::invalid_argument, "cache pool: an external arena needs a base and a writer");
+    if (arena.bytes < bytes)
+        return make_error(error_code::out_of_range,
+                          fmt::format("cache pool: the external arena has {} bytes, the layout needs {}",
+                                      arena.bytes, bytes));
+    std::unique_ptr<page_pool> p(new page_pool(layout, *split, arena.base, bytes));
+    p->external_ = std::move(arena);
+    return p;
+}
+
 page_pool::page_pool(const layout_spec& layout, const pool_split& split, std::byte* arena,
                      int64_t bytes)
     : layout_(layout),
@@ -96,7 +113,9 @@ page_pool::page_pool(const layout_spec& layout, const pool_split& split, std::by
     for (slot_meta& s : slots_) s.pages.reserve(static_cast<size_t>(std::min<int64_t>(max_pages_per_seq, 4096)));
 }
 
-page_pool::~page_pool() { ::munmap(arena_, static_cast<size_t>(arena_bytes_)); }
+page_pool::~page_pool() {
+    if (!external_.write) ::munmap(arena_, static_cast<size_t>(arena_bytes_));
+}
 
 pool_stats page_pool::stats() const {
     pool_stats s;
@@ -374,17 +393,28 @@ float* page_pool::compressor_state_for_write(slot_ref s, int32_t layer, state_ki
 
 void page_pool::reset_sequence_state(slot_ref s) {
     TANDEM_CHECK(slot_current(s));
+    std::vector<std::byte> host;  // an external arena's state is built here, then written
     for (size_t i = 0; i < layout_.states().size(); ++i) {
         const state_layout& st = layout_.states()[i];
-        std::byte* base = arena_ + geometry_.state_offset(static_cast<int32_t>(i), s.slot);
+        std::byte* dst = arena_ + geometry_.state_offset(static_cast<int32_t>(i), s.slot);
+        std::byte* base = dst;
+        if (external_.write) {
+            host.assign(static_cast<size_t>(st.bytes), std::byte{0});
+            base = host.data();
+        }
         std::memset(base, 0, static_cast<size_t>(st.bytes));
-        if (st.kind == state_kind::window) continue;
-        // Each ring row is [kv (half) | score (half)]: scores start at -inf (weight 0).
-        const int64_t half = st.floats_per_row / 2;
-        float* f = reinterpret_cast<float*>(base);
-        for (int64_t r = 0; r < st.rows; ++r) {
-            std::fill_n(f + r * st.floats_per_row + half, half,
-                        -std::numeric_limits<float>::infinity());
+        if (st.kind != state_kind::window) {
+            // Each ring row is [kv (half) | score (half)]: scores start at -inf (weight 0).
+            const int64_t half = st.floats_per_row / 2;
+            float* f = reinterpret_cast<float*>(base);
+            for (int64_t r = 0; r < st.rows; ++r) {
+                std::fill_n(f + r * st.floats_per_row + half, half,
+                            -std::numeric_limits<float>::infinity());
+            }
+        }
+        if (external_.write) {
+            const status st_w = external_.write(dst, base, st.bytes);
+            TANDEM_CHECK_MSG(st_w.is_ok(), "writing a sequence's initial state into the external arena failed");
         }
     }
 }

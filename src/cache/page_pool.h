@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -66,6 +67,16 @@ struct pool_split {
 // fewer than one page per slot remains. Errors when the budget cannot hold one slot and one page.
 result<pool_split> plan_pool_split(const layout_spec& layout, const pool_options& opt);
 
+// An arena the pool does not own and never dereferences (a GPU slab): the pool keeps metadata,
+// free lists and epochs on the host and hands out addresses base + offset, which only the arena's
+// owner (its kernels) reads or writes. `write` copies host bytes into it (sequence state reset).
+// Transfers, snapshots and the host tier copy pool bytes with memcpy and so need a host arena.
+struct external_arena {
+    std::byte* base = nullptr;
+    int64_t bytes = 0;  // at least pool_geometry(...).total_bytes() for the split
+    std::function<status(std::byte* dst, const std::byte* host_src, int64_t n)> write;
+};
+
 struct pool_stats {
     int64_t pages_total = 0;
     int64_t pages_free = 0;
@@ -80,12 +91,19 @@ class page_pool {
 public:
     static result<std::unique_ptr<page_pool>> create(const layout_spec& layout,
                                                      const pool_options& opt);
+    // The same pool over `arena` (see external_arena); errors when it is smaller than the split
+    // the budget gives, or has no base or writer. The caller keeps the arena alive and frees it.
+    static result<std::unique_ptr<page_pool>> create_external(const layout_spec& layout,
+                                                              const pool_options& opt,
+                                                              external_arena arena);
     ~page_pool();
     page_pool(const page_pool&) = delete;
     page_pool& operator=(const page_pool&) = delete;
 
     const layout_spec& layout() const { return layout_; }
     const pool_geometry& geometry() const { return geometry_; }
+    // False for an external arena: its addresses are not host memory.
+    bool host_addressable() const { return !external_.write; }
     std::byte* arena() { return arena_; }
     const std::byte* arena() const { return arena_; }
     pool_stats stats() const;
@@ -174,6 +192,7 @@ private:
     pool_geometry geometry_;
     std::byte* arena_;
     int64_t arena_bytes_;
+    external_arena external_;  // write set: not ours, never dereferenced
     std::vector<page_meta> pages_;
     std::vector<int32_t> free_pages_;  // a stack: O(1) alloc and free
     std::vector<slot_meta> slots_;

@@ -1,5 +1,7 @@
 // topo/deployment.cpp — Choosing and validating the topology; the single topology.
 #include "topo/deployment.h"
+
+#include "cuda/host/device_engine.h"
 #include "topo/model_identity.h"
 
 #include "engine/cpu_engine.h"
@@ -59,12 +61,18 @@ class single_deployment final : public deployment {
 result<std::unique_ptr<deployment>> deployment::create(const config& cfg,
                                                        liveness_registry& liveness) {
     TANDEM_RETURN_IF_ERROR(validate_topology(cfg));
+    if (cfg.topology.mode == "pd" && cfg.backend.device == "cuda")
+        return make_error(error_code::unavailable,
+                          "backend.device = \"cuda\" serves topology.mode = \"single\" only so far (pd on the GPU: "
+                          "device-to-device transfers behind the transport are not built); use \"cpu\" for pd");
     if (cfg.topology.mode == "pd") return make_pd_deployment(cfg, liveness);
     // The prefix cache's key names the weights, not only their shape.
     result<model_identity> model = identify_model(cfg.model.path, cfg.model.numerics);
     if (!model) return model.error();
-    result<std::unique_ptr<engine::engine>> e =
-        engine::make_cpu_engine(cfg, &liveness, model->fingerprint);
+    // backend.device is resolved by then (api/serve.cpp): "cuda" only when the user or auto chose it.
+    result<std::unique_ptr<engine::engine>> e = cfg.backend.device == "cuda"
+                                                    ? cuda::make_device_engine(cfg, &liveness)
+                                                    : engine::make_cpu_engine(cfg, &liveness, model->fingerprint);
     if (!e) return e.error();
     std::unique_ptr<deployment> d = std::make_unique<single_deployment>(std::move(e.value()));
     return d;

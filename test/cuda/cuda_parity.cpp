@@ -25,9 +25,11 @@
 #include "cpu/thread_pool.h"
 #include "cpu/weight_matrix.h"
 #include "cuda/host/cuda_ops.h"
+#include "cuda/host/weight_view_of.h"
 #include "model/forward.h"
 #include "model/numerics.h"
 #include "attention_reference.h"
+#include "fp64_oracle.h"
 #include "moe_reference.h"
 #include "parity_report.h"
 
@@ -128,20 +130,7 @@ struct weight_set {
     }
 };
 
-km::weight_view view_of(const cpu::weight_matrix& m) {
-    km::weight_view v;
-    v.form = static_cast<km::wform>(m.form);
-    v.scale = static_cast<km::sform>(m.scale);
-    v.rows = m.rows;
-    v.cols = m.cols;
-    v.row0 = m.row0;
-    v.data = m.data;
-    v.scales = m.scales;
-    v.block_rows = m.block_rows;
-    v.block_cols = m.block_cols;
-    v.scale_cols = m.scale_cols;
-    return v;
-}
+km::weight_view view_of(const cpu::weight_matrix& m) { return cuda::weight_view_of(m); }
 
 cuda::hc_shape hc_dims() {
     cuda::hc_shape s;
@@ -553,31 +542,14 @@ void tier2(report& rep) {
             for (int64_t h = 0; h < H; ++h) {
                 const float* qh = &q[(t * H + h) * D];
                 const float* kt = &keys[t * K * D];
-                std::vector<float> lg(static_cast<size_t>(nk[t]));
-                std::vector<double> l64(lg.size());
-                double mx = sinks[h];
-                for (int64_t j = 0; j < nk[t]; ++j) {
-                    lg[j] = km::fixed_dot(qh, kt + j * D, D) * scale;
-                    double a = 0;
-                    for (int64_t e = 0; e < D; ++e) a += double(qh[e]) * kt[j * D + e];
-                    mx = std::max(mx, l64[j] = a * scale);
-                }
-                const float den = km::attention_softmax(lg.data(), nk[t], sinks[h]);
                 std::vector<const float*> kp;
                 for (int64_t j = 0; j < nk[t]; ++j) kp.push_back(kt + j * D);
                 std::vector<float> cpu_out(static_cast<size_t>(D));
                 attention_cpu::attend(qh, kp, D, scale, sinks[h], cpu_out.data());
-                double d64 = std::exp(sinks[h] - mx);
-                for (double& l : l64) d64 += (l = std::exp(l - mx));
-                for (int64_t e = 0; e < D; ++e) {
-                    double o = 0, mag = 0;
-                    for (int64_t j = 0; j < nk[t]; ++j) {
-                        o += l64[j] / d64 * kt[j * D + e];
-                        mag += std::fabs(l64[j] / d64 * kt[j * D + e]);
-                    }
-                    (void)den;
-                    err.add(got[(t * H + h) * D + e], cpu_out[e], o, mag);
-                }
+                const oracle::attention_result want =
+                    oracle::attention(qh, [&](int64_t j) { return kt + j * D; }, nk[t], D, scale, sinks[h]);
+                for (int64_t e = 0; e < D; ++e)
+                    err.add(got[(t * H + h) * D + e], cpu_out[e], want.out[e], want.magnitude[e]);
             }
         // Host measured 9.4 units; margin for the device expf on every key's weight.
         err.report_to(rep, "K13 attention with sink (1..700 keys)", 256);

@@ -1,6 +1,6 @@
 // The CUDA kernels' per-element math (cuda/host/kernel_math.h), run on the host and compared BIT
 // FOR BIT with the CPU reference. This is the coverage CI can give the GPU path: the same source
-// lines run inside the kernels (cuda/kernels.cu). What it cannot cover — the device libm and the
+// lines run inside the kernels (cuda/kernels_*.cu, cuda/device_runtime.cu). What it cannot cover — the device libm and the
 // device compiler — is tier 1/2 of the parity harness (test/cuda/cuda_parity.cpp) on a GPU.
 #include <doctest/doctest.h>
 
@@ -10,13 +10,15 @@
 #include <random>
 #include <vector>
 
-#include "../../cuda/attention_reference.h"  // model/attention.cpp restated (its loops are file-local)
+#include "../../cuda/attention_reference.h"
+#include "../../cuda/fp64_oracle.h"              // the fp64 oracles the parity harness uses  // model/attention.cpp restated (its loops are file-local)
 #include "../../cuda/moe_reference.h"        // model/moe.cpp restated (its helpers are file-local)
 #include "cache/codec.h"
 #include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
 #include "cpu/weight_matrix.h"
 #include "cuda/host/kernel_math.h"
+#include "cuda/host/weight_view_of.h"
 #include "model/forward.h"
 #include "model/numerics.h"
 
@@ -39,20 +41,7 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
     return v;
 }
 
-km::weight_view to_view(const cpu::weight_matrix& m) {
-    km::weight_view v;
-    v.form = static_cast<km::wform>(m.form);
-    v.scale = static_cast<km::sform>(m.scale);
-    v.rows = m.rows;
-    v.cols = m.cols;
-    v.row0 = m.row0;
-    v.data = m.data;
-    v.scales = m.scales;
-    v.block_rows = m.block_rows;
-    v.block_cols = m.block_cols;
-    v.scale_cols = m.scale_cols;
-    return v;
-}
+km::weight_view to_view(const cpu::weight_matrix& m) { return cuda::weight_view_of(m); }
 
 }  // namespace
 
@@ -216,6 +205,29 @@ TEST_CASE("kmath mHC pre (with Sinkhorn) and post equal model::hc_pre / hc_post 
                   bits(h_new[k * d + e]));
 }
 
+TEST_CASE("kmath HC head weights + collapse equal model::hc_head_collapse bit for bit") {
+    model::model_config c;
+    c.hc_mult = 4;
+    c.hidden_size = 96;
+    c.hc_eps = 1e-6;
+    c.rms_norm_eps = 1e-6;
+    const int64_t n = c.hc_mult, d = c.hidden_size, nd = n * d;
+    model::hc_weights hw;
+    hw.fn.data = random_floats(static_cast<size_t>(n * nd), 31, 0.02f);
+    hw.fn.shape = {n, nd};
+    hw.base.data = random_floats(static_cast<size_t>(n), 32);
+    hw.scale.data = {0.8f};
+    for (uint32_t seed : {33u, 34u, 35u}) {
+        auto h = random_floats(static_cast<size_t>(nd), seed, seed == 35u ? 40.0f : 1.0f);
+        std::vector<float> want(static_cast<size_t>(d));
+        model::hc_head_collapse(c, hw, h.data(), want.data());
+        float pre[8];
+        km::hc_head_weights(n, d, static_cast<float>(c.rms_norm_eps), static_cast<float>(c.hc_eps), h.data(), hw.fn.ptr(),
+                            hw.base.ptr(), hw.scale.ptr(), pre);
+        for (int64_t e = 0; e < d; ++e) CHECK(bits(km::hc_collapse(n, d, pre, h.data(), e)) == bits(want[e]));
+    }
+}
+
 TEST_CASE("kmath RoPE equals model::rope_table::apply, forward and inverse") {
     model::rope_config rc;
     rc.theta = 10000.0;
@@ -241,24 +253,12 @@ TEST_CASE("kmath attention with sink matches an fp64 oracle within fp32 rounding
     std::vector<float> logits(static_cast<size_t>(K));
     for (int64_t j = 0; j < K; ++j) logits[j] = km::fixed_dot(q.data(), &keys[j * D], D) * scale;
     const float denom = km::attention_softmax(logits.data(), K, sink);
-    std::vector<double> l64(static_cast<size_t>(K));
-    double mx = sink;
-    for (int64_t j = 0; j < K; ++j) {
-        double s = 0;
-        for (int64_t e = 0; e < D; ++e) s += double(q[e]) * keys[j * D + e];
-        mx = std::max(mx, l64[j] = s * scale);
-    }
-    double den64 = std::exp(double(sink) - mx);
-    for (double& l : l64) den64 += (l = std::exp(l - mx));
-    CHECK(std::fabs(denom - den64) <= 1e-5 * den64);
+    const oracle::attention_result want =
+        oracle::attention(q.data(), [&](int64_t j) { return &keys[j * D]; }, K, D, scale, sink);
+    CHECK(std::fabs(denom - want.denom) <= 1e-5 * want.denom);
     for (int64_t e = 0; e < D; ++e) {
-        double o64 = 0, mag = 0;
-        for (int64_t j = 0; j < K; ++j) {
-            o64 += l64[j] / den64 * keys[j * D + e];
-            mag += std::fabs(l64[j] / den64 * keys[j * D + e]);
-        }
         const float o = km::attention_output_element(logits.data(), denom, K, [&](int64_t j) { return &keys[j * D]; }, e);
-        CHECK(std::fabs(o - o64) <= 64 * 0x1p-24 * (mag + 1e-30) * 4);
+        CHECK(std::fabs(o - want.out[e]) <= 64 * 0x1p-24 * (want.magnitude[e] + 1e-30) * 4);
     }
     // The sink takes probability mass: with a huge sink every output goes to ~0.
     std::vector<float> l2(static_cast<size_t>(K), 0.0f);

@@ -13,22 +13,38 @@ using namespace tandem::topo;
 using namespace tandem::transport;
 using namespace tandem::transport::testing;
 
+namespace {
+
+// The decode endpoint on side a, the prefill one on side b of an inproc pair, both past the
+// handshake. `ready` is counted by on_peer_ready handlers this sets on both handler sets.
+inproc_pair connect_pair(pd_endpoint& decode, pd_handlers& dh, pd_endpoint& prefill,
+                         pd_handlers& ph, std::atomic<int>& ready, event_log& sync) {
+    // Pointers, not the reference parameters: the handlers outlive this call.
+    dh.on_peer_ready = [r = &ready, l = &sync](peer_id, const std::string&) {
+        ++*r;
+        l->add([] {});
+    };
+    ph.on_peer_ready = dh.on_peer_ready;
+    auto pair = make_inproc_pair(decode.handshake(1000), prefill.handshake(1000));
+    REQUIRE(pair.a->start(decode.events(dh)).is_ok());
+    REQUIRE(pair.b->start(prefill.events(ph)).is_ok());
+    REQUIRE(sync.wait([&] { return ready == 2; }));
+    return pair;
+}
+
+}  // namespace
+
 TEST_CASE("pd_endpoint: roles get their messages; the rest is counted and dropped") {
     auto layout = tiny_layout();
     pd_endpoint decode(pd_role::decode, layout), prefill(pd_role::prefill, layout);
     std::atomic<int> jobs{0}, dones{0}, aborts{0}, ready{0};
     event_log sync;  // only for waiting
     pd_handlers dh;
-    dh.on_peer_ready = [&](peer_id, const std::string&) { ++ready; sync.add([] {}); };
     dh.on_done = [&](peer_id, prefill_done_msg&& d) { CHECK(d.first_token == 9); ++dones; sync.add([] {}); };
     pd_handlers ph;
-    ph.on_peer_ready = dh.on_peer_ready;
     ph.on_job = [&](peer_id, prefill_job_msg&& j) { CHECK(j.token_ids.size() == 3); ++jobs; sync.add([] {}); };
     ph.on_abort = [&](peer_id, abort_msg&&) { ++aborts; sync.add([] {}); };
-    auto pair = make_inproc_pair(decode.handshake(1000), prefill.handshake(1000));
-    REQUIRE(pair.a->start(decode.events(dh)).is_ok());
-    REQUIRE(pair.b->start(prefill.events(ph)).is_ok());
-    REQUIRE(sync.wait([&] { return ready == 2; }));
+    auto pair = connect_pair(decode, dh, prefill, ph, ready, sync);
 
     prefill_job_msg job;
     job.request_id = 1;
@@ -68,14 +84,9 @@ TEST_CASE("pd_endpoint: dropped frames are counted by kind and the link lives on
     std::atomic<int> ready{0}, dones{0};
     event_log sync;
     pd_handlers dh;
-    dh.on_peer_ready = [&](peer_id, const std::string&) { ++ready; sync.add([] {}); };
     dh.on_done = [&](peer_id, prefill_done_msg&&) { ++dones; sync.add([] {}); };
     pd_handlers ph;
-    ph.on_peer_ready = dh.on_peer_ready;
-    auto pair = make_inproc_pair(decode.handshake(1000), prefill.handshake(1000));
-    REQUIRE(pair.a->start(decode.events(dh)).is_ok());
-    REQUIRE(pair.b->start(prefill.events(ph)).is_ok());
-    REQUIRE(sync.wait([&] { return ready == 2; }));
+    auto pair = connect_pair(decode, dh, prefill, ph, ready, sync);
 
     prefill_job_msg job;
     job.request_id = 1;

@@ -1,0 +1,86 @@
+// cuda/host/device_forward.h — The DeepSeek-V4 forward pass over device_runtime: weights resident in
+// the device space, per-sequence state in a cache::page_pool whose arena lives in that space.
+//
+// The pool keeps metadata, free lists and epochs on the host (cache/page_pool.h); this pass asks
+// it (through the layer gate's views) for the address of every row it reads or writes — a write
+// names (page, epoch) and a stale one is refused before any kernel runs — and hands the kernels
+// those addresses as lists. Host-side planning per layer: which window and compressed rows each
+// token sees (step_metadata + ratios), which compressor slots a token fills and which windows it
+// closes, the indexer top-k (K12, on the host: see select_compressed), and the MoE grouping by
+// expert (K5 as one linear per expert over its gathered rows).
+//
+// Op order and state semantics are model/attention.cpp's, model/moe.cpp's and model/blocks.cpp's,
+// line for line, so with the emulated ops the logits equal the CPU model's bit for bit
+// (test/unit/cuda/test_device_forward.cpp); what the device changes is only its libm (tier 2).
+// Phase-1 costs, admitted: one launch per compressor token, and compressed rows decoded per
+// layer for every visible row (not only the selected ones).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "cache/layer_gate.h"
+#include "core/status.h"
+#include "cuda/host/device_runtime.h"
+#include "cuda/host/device_weights.h"
+#include "cuda/host/step_metadata.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace tandem::cuda {
+
+class device_forward {
+public:
+    // Uploads the weights of the cfg.num_hidden_layers layers the forward runs.
+    static result<std::unique_ptr<device_forward>> create(device_runtime& ops, const model::model_config& cfg,
+                                                          const model::model_weights& w, model::numerics_mode numerics);
+
+    // One step: meta's rows, item i's state in slots[i] (current, capacity ensured, as the CPU
+    // model's caller contract). logits: [meta.head_rows.size(), vocab] on the host.
+    status run(const cache::layer_gate& gate, const step_metadata& meta, std::span<const cache::slot_ref> slots,
+               std::vector<float>& logits);
+
+    const model::model_config& config() const { return cfg_; }
+    int64_t weight_bytes() const { return w_.bytes; }
+
+private:
+    device_forward(device_runtime& ops, const model::model_config& cfg, model::numerics_mode numerics)
+        : ops_(ops), cfg_(cfg), official_(numerics == model::numerics_mode::official) {}
+
+    // Per-step device scratch: one growable buffer per use; a pointer stays valid until the
+    // next request for the same slot.
+    enum buf : int {
+        b_ids, b_pos, b_h, b_h2, b_x, b_post, b_comb, b_sub, b_qr, b_kv, b_q, b_o, b_z, b_xq, b_ckv, b_cg, b_pooled,
+        b_emit_pos, b_qi, b_iw, b_scores, b_keys, b_key_idx, b_n_keys, b_idx_rows, b_addr, b_addr2, b_rt_exp, b_rt_w,
+        b_tok, b_xe, b_g, b_u, b_act, b_y, b_contrib, b_shared, b_rows, b_weights, b_logits, b_count
+    };
+    template <typename T>
+    result<T*> scratch(buf b, int64_t count);
+    template <typename T>
+    result<T*> upload_scratch(buf b, std::span<const T> host);
+
+    // model_impl::linear: y[rows, out] = x · Wᵀ, the activations FP8-QDQ'd first in official numerics.
+    status linear(const float* x, int64_t rows, const dev_matrix& w, float* y);
+    status run_layer(const cache::layer_view& view, const step_metadata& meta, std::span<const cache::slot_ref> slots);
+    status attention(const cache::layer_view& view, const step_metadata& meta, std::span<const cache::slot_ref> slots,
+                     const float* x, float* out);
+    status compress(const cache::layer_view& view, const step_metadata& meta, std::span<const cache::slot_ref> slots,
+                    const float* x, const dev_compressor& cw, int64_t dim, bool overlap, bool indexer);
+    status select_compressed(const cache::layer_view& view, const step_metadata& meta,
+                             std::span<const cache::slot_ref> slots, std::vector<std::vector<int32_t>>& selected);
+    status moe(int64_t layer, const step_metadata& meta, const float* x, float* out);
+    status head(const step_metadata& meta, std::vector<float>& logits);
+
+    device_runtime& ops_;
+    model::model_config cfg_;
+    bool official_;
+    device_weights w_;
+    device_buffer rope_main_, rope_compress_;  // inv_freq tables
+    int64_t rope_half_main_ = 0, rope_half_compress_ = 0;
+    std::vector<device_buffer> scratch_ = std::vector<device_buffer>(b_count);
+    std::vector<uint8_t> host_rows_;  // routing results downloaded for the grouping
+};
+
+}  // namespace tandem::cuda
