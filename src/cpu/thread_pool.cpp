@@ -89,11 +89,22 @@ void thread_pool::run_pieces(uint32_t gen) {
 bool thread_pool::wait_for_pass(uint32_t seen) {
     using clock = std::chrono::steady_clock;
     auto moved = [&] { return stop_.load() || generation_of(claim_.load()) != seen; };
-    const auto until = clock::now() + std::chrono::microseconds(k_spin_us);
+    // Poll with pause for the first few µs (the gap between two passes of one step), then
+    // with sched_yield: on a machine with more runnable threads than cores (a shared dev box, a
+    // test suite beside a build) a polling worker would burn the time slice the caller's thread
+    // or another process needs, while yield hands it over at once and costs ~1 µs otherwise.
+    const auto start = clock::now();
+    const auto pause_until = start + std::chrono::microseconds(k_pause_us);
+    const auto until = start + std::chrono::microseconds(k_spin_us);
     for (int64_t spins = 0;; ++spins) {
         if (moved()) return !stop_.load();
-        cpu_relax();
-        if ((spins & 63) == 63 && clock::now() > until) break;
+        if ((spins & 15) != 15) {
+            cpu_relax();
+            continue;
+        }
+        const auto now = clock::now();
+        if (now > until) break;
+        if (now > pause_until) std::this_thread::yield();
     }
     std::unique_lock<std::mutex> lock(sleep_mutex_);
     sleepers_.fetch_add(1);

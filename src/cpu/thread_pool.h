@@ -13,9 +13,10 @@
 // of 50–300 µs each, separated by a few µs of serial work (norms, RoPE, routing). Waking a
 // sleeping worker through a condition variable costs a futex call and a scheduler wake-up
 // (10–50 µs, more on a loaded machine) per pass — a large part of a pass that short. So a worker
-// that finished a pass polls for the next one for `k_spin_us` before it blocks, and claiming a
-// piece is one atomic operation instead of a mutex round trip. A worker idle for longer (the
-// server between steps) sleeps and costs nothing.
+// that finished a pass polls for the next one for `k_spin_us` before it blocks (yielding the
+// core after the first `k_pause_us`, so on an oversubscribed machine polling costs little), and
+// claiming a piece is one atomic operation instead of a mutex round trip. A worker idle for
+// longer (the server between steps) sleeps and costs nothing.
 #pragma once
 
 #include <atomic>
@@ -62,6 +63,7 @@ public:
 private:
     // How long a worker polls for the next pass before it blocks (see the file comment).
     static constexpr int64_t k_spin_us = 200;
+    static constexpr int64_t k_pause_us = 20;  // of which the first µs poll with pause, the rest with yield
 
     void worker_loop();
     // Claims and runs pieces of pass `gen` until none is left; false once the pass moved on.
