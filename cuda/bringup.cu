@@ -48,20 +48,11 @@ result<uint64_t> hash_device_tensors(const device_memory_plan& plan, const devic
 }  // namespace
 
 result<bringup_report> bring_up_device(const device_memory_plan& plan) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        cudaGetLastError();
-        return make_error(error_code::unavailable, "no usable GPU for the CUDA backend");
-    }
-    TANDEM_CUDA_TRY(cudaSetDevice(0), "selecting GPU 0");
-    cudaDeviceProp prop{};
-    TANDEM_CUDA_TRY(cudaGetDeviceProperties(&prop, 0), "reading GPU 0's properties");
-    size_t free_b = 0, total_b = 0;
-    TANDEM_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "reading GPU 0's free memory");
+    result<gpu0_info> gpu = select_gpu0("no usable GPU for the CUDA backend");
+    if (!gpu) return gpu.error();
     bringup_report r;
-    r.gpu = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
-            std::to_string(total_b >> 20) + " MiB)";
-    r.free_bytes_before = static_cast<int64_t>(free_b);
+    r.gpu = gpu->label + ", " + std::to_string(gpu->total_bytes >> 20) + " MiB)";
+    r.free_bytes_before = gpu->free_bytes;
     TANDEM_RETURN_IF_ERROR(check_device_fit(plan, r.free_bytes_before, r.gpu));
     r.weight_bytes = plan.weight_bytes;
     r.pool_bytes = plan.pool_bytes;

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "cuda/cuda_check.h"
@@ -91,6 +92,26 @@ public:
 private:
     cudaEvent_t e_ = nullptr;
 };
+
+// GPU 0, selected as the current device, and what the startup log says of it.
+struct gpu0_info {
+    std::string label;  // "NVIDIA H200 (sm_90"
+    int64_t free_bytes = 0, total_bytes = 0;
+};
+inline result<gpu0_info> select_gpu0(const char* none_message) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        cudaGetLastError();  // clear the sticky "no device" error
+        return make_error(error_code::unavailable, none_message);
+    }
+    TANDEM_CUDA_TRY(cudaSetDevice(0), "selecting GPU 0");
+    cudaDeviceProp prop{};
+    TANDEM_CUDA_TRY(cudaGetDeviceProperties(&prop, 0), "reading GPU 0's properties");
+    size_t free_b = 0, total_b = 0;
+    TANDEM_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "reading GPU 0's free memory");
+    return gpu0_info{std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor),
+                     static_cast<int64_t>(free_b), static_cast<int64_t>(total_b)};
+}
 
 // Milliseconds between two recorded events (after both completed).
 inline result<float> elapsed_ms(const cuda_event& a, const cuda_event& b) {

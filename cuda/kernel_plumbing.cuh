@@ -6,8 +6,9 @@
 // it, the grid or the SM count (spec §3.5). Parallelism is only over independent outputs. Phase 2
 // replaces the inner loops with mma.sync / wgmma tiles that keep the same per-output K order.
 // Built with --fmad=false (cuda/meson.build): no silent contraction. The kernels are split into
-// files by family only to keep each file small; an entry point uploads its inputs, launches on
-// device 0 synchronously and downloads its result.
+// files by family only to keep each file small. Each kernel has one launcher (kernel_launch.h:
+// device pointers, a stream) that the device executor calls; a host-buffer entry point
+// (host/cuda_ops.h) uploads its inputs, calls that launcher on device 0, synchronises and downloads.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,7 +19,7 @@
 
 #include "cuda/device_resources.h"
 #include "cuda/host/cuda_ops.h"
-#include "cuda/host/weight_view_of.h"
+#include "cuda/host/kernel_views.h"
 
 namespace tandem::cuda {
 
@@ -85,6 +86,9 @@ inline result<device_weight> upload_weight(const k::weight_view& w) {
     d.view.scales = d.scales.get<const uint8_t>();
     return result<device_weight>(std::move(d));
 }
+
+// Threads per block of the one-thread-per-output kernels (any count gives the same bytes).
+constexpr int k_threads = 128;
 
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 

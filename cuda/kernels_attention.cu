@@ -1,57 +1,63 @@
-// cuda/kernels_attention.cu — Phase-1 kernels of the attention family and their host-buffer entry
-// points (host/cuda_ops.h): RoPE (K7/K8/K13 epilogue), K13 attention with sink, cache row store and
+// cuda/kernels_attention.cu — Phase-1 kernels of the attention family, their launchers
+// (kernel_launch.h) and host-buffer entry points (host/cuda_ops.h): RoPE (K7/K8/K13 epilogue), K13 attention with sink, cache row store and
 // read for every row format (K8/K9 store, the attention read path), K11 indexer scores, K9 compressor
 // pooling. Rules shared by every kernels_*.cu: kernel_plumbing.cuh.
+#include "cuda/kernel_launch.h"
 #include "cuda/kernel_plumbing.cuh"
 
 namespace tandem::cuda {
 
 namespace {
 
+// One thread per (row, head, rotated pair).
 __global__ void rope_kernel(float* x, int64_t heads, int64_t dim, const float* inv_freq, int64_t half,
                             const int64_t* pos, bool inverse) {
-    const int64_t row = blockIdx.x, h = blockIdx.y;
-    float* head = x + (row * heads + h) * dim + (dim - 2 * half);
-    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) k::rope_pair(head, i, inv_freq[i], pos[row], inverse);
+    const int64_t r = blockIdx.y, i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= heads * half) return;
+    const int64_t h = i / half, p = i % half;
+    k::rope_pair(x + (r * heads + h) * dim + dim - 2 * half, p, inv_freq[p], pos[r], inverse);
 }
 
-// One block per (token, head); logits live in dynamic shared memory (max_keys floats).
-__global__ void attention_kernel(const float* q, int64_t heads, int64_t dim, const float* keys, int64_t max_keys,
-                                 const int32_t* n_keys, const float* sinks, float scale, float* out) {
+// One block per (row, head); logits live in dynamic shared memory (max_keys floats). The row's
+// keys are key_rows[key_index[row, j]] for j < n_keys[row] (K = V), wherever they sit.
+__global__ void attention_kernel(const float* q, int64_t heads, int64_t dim, const float* key_rows,
+                                 const int32_t* key_index, int64_t max_keys, const int32_t* n_keys, const float* sinks,
+                                 float scale, float* out) {
     extern __shared__ float logits[];
     __shared__ float denom;
     const int64_t t = blockIdx.x, h = blockIdx.y, nk = n_keys[t];
     const float* qh = q + (t * heads + h) * dim;
-    const float* kt = keys + t * max_keys * dim;
-    for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) logits[j] = k::fixed_dot(qh, kt + j * dim, dim) * scale;
+    const int32_t* idx = key_index + t * max_keys;
+    auto key = [key_rows, idx, dim](int64_t j) { return key_rows + static_cast<int64_t>(idx[j]) * dim; };
+    for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) logits[j] = k::fixed_dot(qh, key(j), dim) * scale;
     __syncthreads();
     if (threadIdx.x == 0) denom = k::attention_softmax(logits, nk, sinks[h]);
     __syncthreads();
     for (int64_t e = threadIdx.x; e < dim; e += blockDim.x)
-        out[(t * heads + h) * dim + e] =
-            k::attention_output_element(logits, denom, nk, [kt, dim](int64_t j) { return kt + j * dim; }, e);
+        out[(t * heads + h) * dim + e] = k::attention_output_element(logits, denom, nk, key, e);
 }
 
-__global__ void encode_rows_kernel(k::row_codec f, const float* values, int64_t n, uint8_t* rows) {
+// One thread per row; rows are addressed one by one (pool rows are scattered over pages).
+__global__ void encode_rows_kernel(k::row_codec f, const float* values, int64_t n, uint8_t* const* dst) {
     const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (r < n) k::encode_row(f, values + r * f.dims, rows + r * f.bytes);
+    if (r < n) k::encode_row(f, values + r * f.dims, dst[r]);
 }
 
-__global__ void decode_rows_kernel(k::row_codec f, const uint8_t* rows, int64_t n, float* values) {
+__global__ void decode_rows_kernel(k::row_codec f, const uint8_t* const* src, int64_t n, float* values) {
     const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (r < n) k::decode_row(f, rows + r * f.bytes, values + r * f.dims);
+    if (r < n) k::decode_row(f, src[r], values + r * f.dims);
 }
 
-// One thread per (token, compressed row).
-__global__ void indexer_scores_kernel(const float* q, int64_t heads, int64_t dim, const float* w, const float* keys,
-                                      int64_t max_rows, const int32_t* n_rows, float idx_scale, float head_scale,
-                                      float* scores) {
-    const int64_t t = blockIdx.y, row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (row >= max_rows) return;
-    scores[t * max_rows + row] =
-        row < n_rows[t] ? k::indexer_score(q + t * heads * dim, keys + (t * max_rows + row) * dim, heads, dim,
-                                           w + t * heads, idx_scale, head_scale)
-                        : 0.0f;
+// One thread per (row, candidate key); keys indexed as in attention_kernel.
+__global__ void indexer_scores_kernel(const float* q, int64_t heads, int64_t dim, const float* w, const float* key_rows,
+                                      const int32_t* key_index, int64_t max_keys, const int32_t* n_keys,
+                                      float idx_scale, float head_scale, float* scores) {
+    const int64_t t = blockIdx.y, j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (j >= max_keys) return;
+    scores[t * max_keys + j] =
+        j < n_keys[t] ? k::indexer_score(q + t * heads * dim, key_rows + static_cast<int64_t>(key_index[t * max_keys + j]) * dim,
+                                         heads, dim, w + t * heads, idx_scale, head_scale)
+                      : 0.0f;
 }
 
 // One thread per (window, feature).
@@ -60,6 +66,91 @@ __global__ void compressor_pool_kernel(const float* rings, int64_t m, int64_t di
     if (e >= dim) return;
     const int64_t slots = overlap ? 2 * m : m, F = 2 * (overlap ? 2 : 1) * dim;
     out[win * dim + e] = k::compressor_pool_feature(rings + win * slots * F, m, dim, overlap, e);
+}
+
+}  // namespace
+
+// ---- launchers (kernel_launch.h) ------------------------------------------------------------------
+
+status launch_rope(float* x, int64_t rows, int64_t heads, int64_t dim, const float* inv_freq, int64_t half,
+                   const int64_t* pos, bool inverse, cudaStream_t stream) {
+    if (rows > 0 && heads > 0 && half > 0)
+        rope_kernel<<<dim3(blocks_for(heads * half, k_threads), static_cast<unsigned>(rows)), k_threads, 0, stream>>>(
+            x, heads, dim, inv_freq, half, pos, inverse);
+    return cuda_launch_status("RoPE");
+}
+
+status launch_attention(const float* q, int64_t rows, int64_t heads, int64_t dim, const float* key_rows,
+                        const int32_t* key_index, int64_t max_keys, const int32_t* n_keys, const float* sinks,
+                        float scale, float* out, cudaStream_t stream) {
+    if (rows <= 0 || heads <= 0) return status::ok();
+    const int64_t smem = max_keys * static_cast<int64_t>(sizeof(float));
+    if (smem > 48 * 1024) {
+        int device = 0, max_smem = 0;
+        TANDEM_CUDA_TRY(cudaGetDevice(&device), "K13: current GPU");
+        TANDEM_CUDA_TRY(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                        "K13: shared memory limit");
+        if (smem > max_smem - 1024)
+            return make_error(error_code::out_of_range, "K13 attention: " + std::to_string(max_keys) +
+                                                            " keys per row exceed this kernel's shared-memory logits");
+        TANDEM_CUDA_TRY(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)),
+                        "K13: raising the shared-memory limit");
+    }
+    attention_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(heads)), k_threads,
+                       static_cast<size_t>(smem), stream>>>(q, heads, dim, key_rows, key_index, max_keys, n_keys, sinks,
+                                                            scale, out);
+    return cuda_launch_status("K13 attention");
+}
+
+status launch_indexer_scores(const float* q, int64_t rows, int64_t heads, int64_t dim, const float* w,
+                             const float* key_rows, const int32_t* key_index, int64_t max_keys, const int32_t* n_keys,
+                             float idx_scale, float head_scale, float* scores, cudaStream_t stream) {
+    if (rows > 0 && max_keys > 0)
+        indexer_scores_kernel<<<dim3(blocks_for(max_keys, k_threads), static_cast<unsigned>(rows)), k_threads, 0, stream>>>(
+            q, heads, dim, w, key_rows, key_index, max_keys, n_keys, idx_scale, head_scale, scores);
+    return cuda_launch_status("K11 indexer scores");
+}
+
+status launch_encode_rows(const k::row_codec& f, const float* values, int64_t n, uint8_t* const* dst,
+                          cudaStream_t stream) {
+    if (n > 0) encode_rows_kernel<<<blocks_for(n, 64), 64, 0, stream>>>(f, values, n, dst);
+    return cuda_launch_status("row store");
+}
+
+status launch_decode_rows(const k::row_codec& f, const uint8_t* const* src, int64_t n, float* values,
+                          cudaStream_t stream) {
+    if (n > 0) decode_rows_kernel<<<blocks_for(n, 64), 64, 0, stream>>>(f, src, n, values);
+    return cuda_launch_status("row read");
+}
+
+status launch_compressor_pool(const float* rings, int64_t n, int64_t m, int64_t dim, bool overlap, float* out,
+                              cudaStream_t stream) {
+    if (n > 0 && dim > 0)
+        compressor_pool_kernel<<<dim3(blocks_for(dim, k_threads), static_cast<unsigned>(n)), k_threads, 0, stream>>>(
+            rings, m, dim, overlap, out);
+    return cuda_launch_status("K9 compressor pool");
+}
+
+// ---- host-buffer entry points (host/cuda_ops.h) ---------------------------------------------------
+// The parity harness hands keys and rows as dense host arrays; these build the index / address
+// arrays the kernels take, so the harness runs the executor's kernels unchanged.
+
+namespace {
+
+// key_index[t, j] = t · max_keys + j: each row's own block of max_keys dense keys.
+result<device_memory> dense_key_index(int64_t rows, int64_t max_keys, const char* what) {
+    if (rows * max_keys > INT32_MAX) return make_error(error_code::out_of_range, std::string(what) + ": too many keys for int32 indices");
+    std::vector<int32_t> idx(static_cast<size_t>(rows * max_keys));
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
+    return upload(std::span<const int32_t>(idx), what);
+}
+
+// The device addresses of n consecutive rows of `bytes` starting at base.
+result<device_memory> row_addresses(uint8_t* base, int64_t n, int64_t bytes, const char* what) {
+    std::vector<uint8_t*> addr(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) addr[static_cast<size_t>(r)] = base + r * bytes;
+    return upload(std::span<uint8_t* const>(addr), what);
 }
 
 }  // namespace
@@ -74,9 +165,7 @@ status op_rope(std::span<float> x, int64_t rows, int64_t heads, int64_t dim, std
     TANDEM_TRY_ASSIGN(dx, upload(std::span<const float>(x.data(), x.size()), "rope: x"));
     TANDEM_TRY_ASSIGN(df, upload(inv_freq, "rope: table"));
     TANDEM_TRY_ASSIGN(dp, upload(pos, "rope: positions"));
-    if (rows > 0 && heads > 0)
-        rope_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(heads)), 64>>>(
-            dx->get<float>(), heads, dim, df->get<float>(), half, dp->get<int64_t>(), inverse);
+    TANDEM_RETURN_IF_ERROR(launch_rope(dx->get<float>(), rows, heads, dim, df->get<float>(), half, dp->get<int64_t>(), inverse, 0));
     TANDEM_RETURN_IF_ERROR(finish("rope kernel"));
     return download(*dx, x, "rope: download");
 }
@@ -92,25 +181,14 @@ status op_attention(std::span<const float> q, int64_t tokens, int64_t heads, int
     TANDEM_RETURN_IF_ERROR(check_size(out.size(), tokens * heads * dim, "K13 attention: out"));
     for (int32_t nk : n_keys)
         if (nk < 0 || nk > max_keys) return make_error(error_code::out_of_range, "K13 attention: key count outside [0, max_keys]");
-    int max_smem = 0;
-    TANDEM_CUDA_TRY(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "K13: shared memory limit");
-    const int64_t smem = max_keys * static_cast<int64_t>(sizeof(float));
-    if (smem > max_smem - 1024)
-        return make_error(error_code::out_of_range, "K13 attention: " + std::to_string(max_keys) +
-                                                        " keys per row exceed this kernel's shared-memory logits");
     TANDEM_TRY_ASSIGN(dq, upload(q, "K13: q"));
     TANDEM_TRY_ASSIGN(dk, upload(keys, "K13: keys"));
+    TANDEM_TRY_ASSIGN(di, dense_key_index(tokens, max_keys, "K13: key index"));
     TANDEM_TRY_ASSIGN(dn, upload(n_keys, "K13: n_keys"));
     TANDEM_TRY_ASSIGN(ds, upload(sinks, "K13: sinks"));
     TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "K13: out"));
-    if (smem > 48 * 1024)
-        TANDEM_CUDA_TRY(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem)),
-                        "K13: raising the shared-memory limit");
-    if (tokens > 0 && heads > 0)
-        attention_kernel<<<dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(heads)), 128,
-                           static_cast<size_t>(smem)>>>(dq->get<float>(), heads, dim, dk->get<float>(), max_keys,
-                                                        dn->get<int32_t>(), ds->get<float>(), scale, dout->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_attention(dq->get<float>(), tokens, heads, dim, dk->get<float>(), di->get<int32_t>(),
+                                            max_keys, dn->get<int32_t>(), ds->get<float>(), scale, dout->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K13 attention kernel"));
     return download(*dout, out, "K13: out");
 }
@@ -123,7 +201,8 @@ status op_encode_rows(const k::row_codec& fmt, std::span<const float> values, st
     TANDEM_RETURN_IF_ERROR(check_size(rows.size(), n * fmt.bytes, "encode rows: rows"));
     TANDEM_TRY_ASSIGN(dv, upload(values, "encode rows: values"));
     TANDEM_TRY_ASSIGN(dr, device_memory::alloc(static_cast<int64_t>(rows.size_bytes()), "encode rows: rows"));
-    if (n > 0) encode_rows_kernel<<<blocks_for(n, 64), 64>>>(fmt, dv->get<float>(), n, dr->get<uint8_t>());
+    TANDEM_TRY_ASSIGN(da, row_addresses(dr->get<uint8_t>(), n, fmt.bytes, "encode rows: addresses"));
+    TANDEM_RETURN_IF_ERROR(launch_encode_rows(fmt, dv->get<float>(), n, da->get<uint8_t* const>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("encode rows kernel"));
     return download(*dr, rows, "encode rows: download");
 }
@@ -136,7 +215,8 @@ status op_decode_rows(const k::row_codec& fmt, std::span<const uint8_t> rows, st
     TANDEM_RETURN_IF_ERROR(check_size(values.size(), n * fmt.dims, "decode rows: values"));
     TANDEM_TRY_ASSIGN(dr, upload(rows, "decode rows: rows"));
     TANDEM_TRY_ASSIGN(dv, device_memory::alloc(static_cast<int64_t>(values.size_bytes()), "decode rows: values"));
-    if (n > 0) decode_rows_kernel<<<blocks_for(n, 64), 64>>>(fmt, dr->get<uint8_t>(), n, dv->get<float>());
+    TANDEM_TRY_ASSIGN(da, row_addresses(dr->get<uint8_t>(), n, fmt.bytes, "decode rows: addresses"));
+    TANDEM_RETURN_IF_ERROR(launch_decode_rows(fmt, da->get<const uint8_t* const>(), n, dv->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("decode rows kernel"));
     return download(*dv, values, "decode rows: download");
 }
@@ -155,12 +235,12 @@ status op_indexer_scores(std::span<const float> q, int64_t tokens, int64_t heads
     TANDEM_TRY_ASSIGN(dq, upload(q, "K11: q"));
     TANDEM_TRY_ASSIGN(dw, upload(w, "K11: head weights"));
     TANDEM_TRY_ASSIGN(dk, upload(keys, "K11: keys"));
+    TANDEM_TRY_ASSIGN(di, dense_key_index(tokens, max_rows, "K11: key index"));
     TANDEM_TRY_ASSIGN(dn, upload(n_rows, "K11: row counts"));
     TANDEM_TRY_ASSIGN(ds, device_memory::alloc(static_cast<int64_t>(scores.size_bytes()), "K11: scores"));
-    if (tokens > 0 && max_rows > 0)
-        indexer_scores_kernel<<<dim3(blocks_for(max_rows, 128), static_cast<unsigned>(tokens)), 128>>>(
-            dq->get<float>(), heads, dim, dw->get<float>(), dk->get<float>(), max_rows, dn->get<int32_t>(), idx_scale,
-            head_scale, ds->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_indexer_scores(dq->get<float>(), tokens, heads, dim, dw->get<float>(), dk->get<float>(),
+                                                 di->get<int32_t>(), max_rows, dn->get<int32_t>(), idx_scale, head_scale,
+                                                 ds->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K11 indexer scores kernel"));
     return download(*ds, scores, "K11: scores");
 }
@@ -173,9 +253,7 @@ status op_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, in
     TANDEM_RETURN_IF_ERROR(check_size(out.size(), n * dim, "K9 pool: out"));
     TANDEM_TRY_ASSIGN(dr, upload(rings, "K9: rings"));
     TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "K9: out"));
-    if (n > 0 && dim > 0)
-        compressor_pool_kernel<<<dim3(blocks_for(dim, 128), static_cast<unsigned>(n)), 128>>>(dr->get<float>(), m, dim,
-                                                                                             overlap, dout->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_compressor_pool(dr->get<float>(), n, m, dim, overlap, dout->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K9 compressor pool kernel"));
     return download(*dout, out, "K9: out");
 }

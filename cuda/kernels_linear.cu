@@ -1,7 +1,8 @@
-// cuda/kernels_linear.cu — Phase-1 kernels of the linear family and their host-buffer entry points
-// (host/cuda_ops.h): K1 embedding + HC expand, linear over every stored weight form (K4/K5/K6 math),
+// cuda/kernels_linear.cu — Phase-1 kernels of the linear family, their launchers
+// (kernel_launch.h) and host-buffer entry points (host/cuda_ops.h): K1 embedding + HC expand, linear over every stored weight form (K4/K5/K6 math),
 // K3 RMSNorm, FP8 activation QDQ, the official K8/K10 simulations, K18 greedy argmax; and the
 // GPU check's bandwidth micro-benchmark. Rules shared by every kernels_*.cu: kernel_plumbing.cuh.
+#include "cuda/kernel_launch.h"
 #include "cuda/kernel_plumbing.cuh"
 
 namespace tandem::cuda {
@@ -16,11 +17,10 @@ __global__ void embed_expand_kernel(k::weight_view embed, const int32_t* ids, in
     }
 }
 
-// One thread per (row, output column).
-__global__ void linear_kernel(const float* x, int64_t rows, k::weight_view w, float* y) {
+// One thread per (row, output column); x and y rows may be strided (a column slice of a wider buffer).
+__global__ void linear_kernel(const float* x, int64_t ldx, k::weight_view w, float* y, int64_t ldy) {
     const int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, r = blockIdx.y;
-    if (o >= w.rows || r >= rows) return;
-    y[r * w.rows + o] = k::linear_output(x + r * w.cols, w, o);
+    if (o < w.rows) y[r * ldy + o] = k::linear_output(x + r * ldx, w, o);
 }
 
 // One block per row; the mean of squares is one fixed_dot (thread 0), the scaling is parallel.
@@ -33,10 +33,12 @@ __global__ void rms_norm_kernel(const float* x, int64_t n, const float* weight, 
         y[static_cast<int64_t>(blockIdx.x) * n + i] = k::rms_apply(row[i], weight, i, inv);
 }
 
-__global__ void qdq_fp8_kernel(float* x, int64_t n, int64_t block, float amax_floor) {
-    const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, b0 = b * block;
-    if (b0 >= n) return;
-    k::qdq_e4m3_block(x + b0, (n - b0) < block ? (n - b0) : block, amax_floor);
+// One thread per (row, block); blocks never straddle rows.
+__global__ void qdq_fp8_kernel(float* x, int64_t rows, int64_t n, int64_t block, float amax_floor) {
+    const int64_t per_row = (n + block - 1) / block, i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= rows * per_row) return;
+    const int64_t r = i / per_row, b0 = (i % per_row) * block;
+    k::qdq_e4m3_block(x + r * n + b0, (n - b0) < block ? (n - b0) : block, amax_floor);
 }
 
 __global__ void official_sim_kernel(official_sim kind, float* x, int64_t rows, int64_t dim, int64_t nope) {
@@ -57,6 +59,47 @@ __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* ids) 
 
 }  // namespace
 
+// ---- launchers (kernel_launch.h) ------------------------------------------------------------------
+
+status launch_embed_expand(const k::weight_view& embed, const int32_t* ids, int64_t rows, int64_t hc, float* h,
+                           cudaStream_t stream) {
+    if (rows > 0) embed_expand_kernel<<<static_cast<unsigned>(rows), k_threads, 0, stream>>>(embed, ids, hc, h);
+    return cuda_launch_status("K1 embed");
+}
+
+status launch_linear(const float* x, int64_t ldx, int64_t rows, const k::weight_view& w, float* y, int64_t ldy,
+                     cudaStream_t stream) {
+    if (rows > 0 && w.rows > 0)
+        linear_kernel<<<dim3(blocks_for(w.rows, k_threads), static_cast<unsigned>(rows)), k_threads, 0, stream>>>(x, ldx, w, y,
+                                                                                                              ldy);
+    return cuda_launch_status("linear");
+}
+
+status launch_qdq_fp8(float* x, int64_t rows, int64_t n, int64_t block, float amax_floor, cudaStream_t stream) {
+    if (block <= 0) return make_error(error_code::invalid_argument, "FP8 QDQ: block must be positive");
+    const int64_t blocks = rows * ((n + block - 1) / block);
+    if (blocks > 0) qdq_fp8_kernel<<<blocks_for(blocks, k_threads), k_threads, 0, stream>>>(x, rows, n, block, amax_floor);
+    return cuda_launch_status("FP8 QDQ");
+}
+
+status launch_rms_norm(const float* x, int64_t rows, int64_t n, const float* weight, float eps, float* y,
+                       cudaStream_t stream) {
+    if (rows > 0) rms_norm_kernel<<<static_cast<unsigned>(rows), k_threads, 0, stream>>>(x, n, weight, eps, y);
+    return cuda_launch_status("K3 rms_norm");
+}
+
+status launch_official_sim(official_sim kind, float* x, int64_t rows, int64_t dim, int64_t nope, cudaStream_t stream) {
+    if (rows > 0) official_sim_kernel<<<blocks_for(rows, 64), 64, 0, stream>>>(kind, x, rows, dim, nope);
+    return cuda_launch_status("official simulation");
+}
+
+status launch_argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* ids, cudaStream_t stream) {
+    if (rows > 0) argmax_kernel<<<static_cast<unsigned>(rows), 32, 0, stream>>>(logits, vocab, ids);
+    return cuda_launch_status("K18 argmax");
+}
+
+// ---- host-buffer entry points (host/cuda_ops.h) ---------------------------------------------------
+
 status op_embed_expand(const k::weight_view& embed, std::span<const int32_t> ids, int64_t hc, std::span<float> h) {
     TANDEM_RETURN_IF_ERROR(need_gpu());
     const int64_t T = static_cast<int64_t>(ids.size());
@@ -66,7 +109,7 @@ status op_embed_expand(const k::weight_view& embed, std::span<const int32_t> ids
     TANDEM_TRY_ASSIGN(w, upload_weight(embed));
     TANDEM_TRY_ASSIGN(d_ids, upload(ids, "K1 embed: ids"));
     TANDEM_TRY_ASSIGN(d_h, device_memory::alloc(static_cast<int64_t>(h.size_bytes()), "K1 embed: h"));
-    if (T > 0) embed_expand_kernel<<<static_cast<unsigned>(T), 256>>>(w->view, d_ids->get<int32_t>(), hc, d_h->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_embed_expand(w->view, d_ids->get<int32_t>(), T, hc, d_h->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K1 embed_expand"));
     return download(*d_h, h, "K1 embed: download");
 }
@@ -78,9 +121,7 @@ status op_linear(std::span<const float> x, int64_t rows, const k::weight_view& w
     TANDEM_TRY_ASSIGN(dw, upload_weight(w));
     TANDEM_TRY_ASSIGN(dx, upload(x, "linear: x"));
     TANDEM_TRY_ASSIGN(dy, device_memory::alloc(static_cast<int64_t>(y.size_bytes()), "linear: y"));
-    if (rows > 0 && w.rows > 0)
-        linear_kernel<<<dim3(blocks_for(w.rows, 128), static_cast<unsigned>(rows)), 128>>>(dx->get<float>(), rows,
-                                                                                          dw->view, dy->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_linear(dx->get<float>(), w.cols, rows, dw->view, dy->get<float>(), w.rows, 0));
     TANDEM_RETURN_IF_ERROR(finish("linear kernel"));
     return download(*dy, y, "linear: download");
 }
@@ -96,7 +137,7 @@ status op_rms_norm(std::span<const float> x, int64_t rows, int64_t n, const floa
         dwt = std::move(w.value());
     }
     TANDEM_TRY_ASSIGN(dy, device_memory::alloc(static_cast<int64_t>(y.size_bytes()), "K3 rms_norm: y"));
-    if (rows > 0) rms_norm_kernel<<<static_cast<unsigned>(rows), 256>>>(dx->get<float>(), n, dwt.get<float>(), eps, dy->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_rms_norm(dx->get<float>(), rows, n, dwt.get<float>(), eps, dy->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K3 rms_norm kernel"));
     return download(*dy, y, "K3 rms_norm: download");
 }
@@ -105,8 +146,8 @@ status op_qdq_fp8(std::span<float> x, int64_t block, float amax_floor) {
     TANDEM_RETURN_IF_ERROR(need_gpu());
     if (block <= 0) return make_error(error_code::invalid_argument, "qdq_fp8: block must be positive");
     TANDEM_TRY_ASSIGN(dx, upload(std::span<const float>(x.data(), x.size()), "qdq_fp8: x"));
-    const int64_t n = static_cast<int64_t>(x.size()), blocks = (n + block - 1) / block;
-    if (blocks > 0) qdq_fp8_kernel<<<blocks_for(blocks, 128), 128>>>(dx->get<float>(), n, block, amax_floor);
+    // The whole buffer as one row: blocks run across it, as the CPU's act_quant over a flat span.
+    TANDEM_RETURN_IF_ERROR(launch_qdq_fp8(dx->get<float>(), 1, static_cast<int64_t>(x.size()), block, amax_floor, 0));
     TANDEM_RETURN_IF_ERROR(finish("qdq_fp8 kernel"));
     return download(*dx, x, "qdq_fp8: download");
 }
@@ -118,7 +159,7 @@ status op_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, std
     if (vocab <= 0) return make_error(error_code::invalid_argument, "K18 argmax: empty vocabulary");
     TANDEM_TRY_ASSIGN(dl, upload(logits, "K18: logits"));
     TANDEM_TRY_ASSIGN(di, device_memory::alloc(static_cast<int64_t>(ids.size_bytes()), "K18: ids"));
-    if (rows > 0) argmax_kernel<<<static_cast<unsigned>(rows), 32>>>(dl->get<float>(), vocab, di->get<int32_t>());
+    TANDEM_RETURN_IF_ERROR(launch_argmax(dl->get<float>(), rows, vocab, di->get<int32_t>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K18 argmax kernel"));
     return download(*di, ids, "K18: ids");
 }
@@ -130,7 +171,7 @@ status op_official_sim(official_sim kind, std::span<float> x, int64_t dim, int64
     const int64_t rows = static_cast<int64_t>(x.size()) / dim;
     TANDEM_RETURN_IF_ERROR(check_size(x.size(), rows * dim, "official simulation: x"));
     TANDEM_TRY_ASSIGN(dx, upload(std::span<const float>(x.data(), x.size()), "official simulation: x"));
-    if (rows > 0) official_sim_kernel<<<blocks_for(rows, 64), 64>>>(kind, dx->get<float>(), rows, dim, nope);
+    TANDEM_RETURN_IF_ERROR(launch_official_sim(kind, dx->get<float>(), rows, dim, nope, 0));
     TANDEM_RETURN_IF_ERROR(finish("official simulation kernel"));
     return download(*dx, x, "official simulation: download");
 }
@@ -166,11 +207,11 @@ result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batc
     v.rows = out;
     v.cols = in;
     v.data = w->get<const uint8_t>();
-    const dim3 grid(blocks_for(out, 128), static_cast<unsigned>(batch));
-    linear_kernel<<<grid, 128>>>(x->get<float>(), batch, v, y->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_linear(x->get<float>(), in, batch, v, y->get<float>(), out, 0));
     TANDEM_RETURN_IF_ERROR(finish("bandwidth: warm-up linear"));
     TANDEM_CUDA_TRY(cudaEventRecord(e0->get()), "bandwidth: event");
-    for (int i = 0; i < repeats; ++i) linear_kernel<<<grid, 128>>>(x->get<float>(), batch, v, y->get<float>());
+    for (int i = 0; i < repeats; ++i)
+        TANDEM_RETURN_IF_ERROR(launch_linear(x->get<float>(), in, batch, v, y->get<float>(), out, 0));
     TANDEM_CUDA_TRY(cudaEventRecord(e1->get()), "bandwidth: event");
     TANDEM_RETURN_IF_ERROR(finish("bandwidth: linear"));
     TANDEM_TRY_ASSIGN(lin_ms, elapsed_ms(*e0, *e1));

@@ -1,6 +1,9 @@
-// cuda/kernels_mhc_moe.cu — Phase-1 kernels of mHC and MoE and their host-buffer entry points
-// (host/cuda_ops.h): K2 mHC pre with Sinkhorn, K17 mHC post, K15 routing, SwiGLU (K5 epilogue), K16
-// combine. Rules shared by every kernels_*.cu: kernel_plumbing.cuh.
+// cuda/kernels_mhc_moe.cu — Phase-1 kernels of mHC and MoE, their launchers (kernel_launch.h) and
+// host-buffer entry points (host/cuda_ops.h): K2 mHC pre with Sinkhorn, K17 mHC post, the K18 HC
+// head collapse, K15 routing, SwiGLU (K5 epilogue), K16 combine, and the row moves of grouped MoE
+// (gather, scatter, scale; plus an elementwise add). Rules shared by every kernels_*.cu:
+// kernel_plumbing.cuh.
+#include "cuda/kernel_launch.h"
 #include "cuda/kernel_plumbing.cuh"
 
 namespace tandem::cuda {
@@ -39,6 +42,17 @@ __global__ void hc_post_kernel(int64_t n, int64_t d, const float* out, const flo
             k::hc_post_element(n, d, out + t * d, h + t * n * d, post + t * n, comb + t * n * n, kk, e);
 }
 
+// One block per row: the head weights in thread 0 (n fixed_dots over n·d), collapse in parallel (K18).
+__global__ void hc_head_kernel(hc_shape s, const float* h, const float* fn, const float* base, const float* scale,
+                               float* x) {
+    __shared__ float pre[k_max_hc];
+    const int64_t t = blockIdx.x, d = s.d;
+    const float* ht = h + t * s.n * d;
+    if (threadIdx.x == 0) k::hc_head_weights(s.n, d, s.norm_eps, s.hc_eps, ht, fn, base, scale, pre);
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < d; e += blockDim.x) x[t * d + e] = k::hc_collapse(s.n, d, pre, ht, e);
+}
+
 constexpr int k_max_route = 16;
 
 // One thread per token: scores, selection, weights (K15).
@@ -51,7 +65,7 @@ __global__ void route_kernel(const float* logits, int64_t tokens, int32_t expert
     float* b = biased + t * experts;
     for (int32_t e = 0; e < experts; ++e) {
         s[e] = k::sqrt_softplus(logits[t * experts + e]);
-        b[e] = bias ? s[e] + bias[e] : s[e];
+        b[e] = !tid2eid && bias ? s[e] + bias[e] : s[e];  // hash layers select by table: no bias
     }
     int32_t sel[k_max_route];
     if (tid2eid) {
@@ -67,6 +81,23 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t n, float l
     if (i < n) out[i] = k::swiglu(g[i], u[i], limit);
 }
 
+__global__ void scale_rows_kernel(float* x, int64_t n, const float* w) {
+    const int64_t r = blockIdx.y, i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) x[r * n + i] *= w[r];
+}
+
+__global__ void move_rows_kernel(const float* src, int64_t width, const int32_t* index, bool gather, float* dst) {
+    const int64_t r = blockIdx.y, i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= width) return;
+    if (gather) dst[r * width + i] = src[static_cast<int64_t>(index[r]) * width + i];
+    else dst[static_cast<int64_t>(index[r]) * width + i] = src[r * width + i];
+}
+
+__global__ void add_kernel(const float* a, const float* b, int64_t n, float* out) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+
 __global__ void moe_combine_kernel(const float* contrib, int32_t slots, int64_t d, const float* shared, float* out) {
     const int64_t t = blockIdx.y, j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (j >= d) return;
@@ -75,6 +106,89 @@ __global__ void moe_combine_kernel(const float* contrib, int32_t slots, int64_t 
 }
 
 }  // namespace
+
+// ---- launchers (kernel_launch.h) ------------------------------------------------------------------
+
+status launch_hc_pre(const hc_shape& s, int64_t rows, const float* h, const float* fn, const float* base,
+                     const float* scale, float* collapsed, float* post, float* comb, cudaStream_t stream) {
+    if (s.n < 1 || s.n > k_max_hc) return make_error(error_code::invalid_argument, "K2 hc_pre: hc_mult outside [1, 8]");
+    if (rows > 0)
+        hc_pre_kernel<<<static_cast<unsigned>(rows), k_threads, 0, stream>>>(s, h, fn, base, scale, collapsed, post, comb);
+    return cuda_launch_status("K2 hc_pre");
+}
+
+status launch_hc_post(int64_t n, int64_t d, int64_t rows, const float* out, const float* h, const float* post,
+                      const float* comb, float* h_new, cudaStream_t stream) {
+    if (rows > 0 && d > 0)
+        hc_post_kernel<<<dim3(blocks_for(d, k_threads), static_cast<unsigned>(rows)), k_threads, 0, stream>>>(
+            n, d, out, h, post, comb, h_new);
+    return cuda_launch_status("K17 hc_post");
+}
+
+status launch_hc_head(const hc_shape& s, int64_t rows, const float* h, const float* fn, const float* base,
+                      const float* scale, float* x, cudaStream_t stream) {
+    if (s.n < 1 || s.n > k_max_hc) return make_error(error_code::invalid_argument, "K18 hc_head: hc_mult outside [1, 8]");
+    if (rows > 0) hc_head_kernel<<<static_cast<unsigned>(rows), k_threads, 0, stream>>>(s, h, fn, base, scale, x);
+    return cuda_launch_status("K18 hc_head");
+}
+
+status launch_route(const float* logits, int64_t rows, int64_t experts, const float* bias, const int32_t* tid2eid,
+                    const int32_t* token_ids, int32_t k, bool official, float scale, float* scratch,
+                    int32_t* expert_out, float* weight_out, cudaStream_t stream) {
+    if (k < 1 || k > k_max_route || k > experts)
+        return make_error(error_code::invalid_argument, "K15 route: k outside [1, min(16, experts)]");
+    if (rows > 0)
+        route_kernel<<<blocks_for(rows, 64), 64, 0, stream>>>(logits, rows, static_cast<int32_t>(experts), bias, tid2eid,
+                                                             token_ids, k, official, scale, scratch,
+                                                             scratch + rows * experts, expert_out, weight_out);
+    return cuda_launch_status("K15 route");
+}
+
+status launch_swiglu(const float* g, const float* u, int64_t n, float limit, float* out, cudaStream_t stream) {
+    if (n > 0) swiglu_kernel<<<blocks_for(n, k_threads), k_threads, 0, stream>>>(g, u, n, limit, out);
+    return cuda_launch_status("swiglu");
+}
+
+status launch_moe_combine(const float* contrib, int64_t rows, int32_t slots, int64_t d, const float* shared, float* out,
+                          cudaStream_t stream) {
+    if (rows > 0 && d > 0)
+        moe_combine_kernel<<<dim3(blocks_for(d, k_threads), static_cast<unsigned>(rows)), k_threads, 0, stream>>>(
+            contrib, slots, d, shared, out);
+    return cuda_launch_status("K16 combine");
+}
+
+status launch_scale_rows(float* x, int64_t rows, int64_t n, const float* w, cudaStream_t stream) {
+    if (rows > 0 && n > 0)
+        scale_rows_kernel<<<dim3(blocks_for(n, k_threads), static_cast<unsigned>(rows)), k_threads, 0, stream>>>(x, n, w);
+    return cuda_launch_status("scale rows");
+}
+
+namespace {
+status launch_move_rows(const float* src, int64_t width, const int32_t* index, int64_t rows, bool gather, float* dst,
+                        cudaStream_t stream) {
+    if (rows > 0 && width > 0)
+        move_rows_kernel<<<dim3(blocks_for(width, k_threads), static_cast<unsigned>(rows)), k_threads, 0, stream>>>(
+            src, width, index, gather, dst);
+    return cuda_launch_status(gather ? "gather rows" : "scatter rows");
+}
+}  // namespace
+
+status launch_gather_rows(const float* src, int64_t width, const int32_t* index, int64_t rows, float* dst,
+                          cudaStream_t stream) {
+    return launch_move_rows(src, width, index, rows, true, dst, stream);
+}
+
+status launch_scatter_rows(const float* src, int64_t width, const int32_t* index, int64_t rows, float* dst,
+                           cudaStream_t stream) {
+    return launch_move_rows(src, width, index, rows, false, dst, stream);
+}
+
+status launch_add(const float* a, const float* b, int64_t n, float* out, cudaStream_t stream) {
+    if (n > 0) add_kernel<<<blocks_for(n, k_threads), k_threads, 0, stream>>>(a, b, n, out);
+    return cuda_launch_status("add");
+}
+
+// ---- host-buffer entry points (host/cuda_ops.h) ---------------------------------------------------
 
 status op_hc_pre(const hc_shape& s, std::span<const float> h, std::span<const float> fn, std::span<const float> base,
                  std::span<const float> scale, std::span<float> collapsed, std::span<float> post, std::span<float> comb) {
@@ -95,10 +209,8 @@ status op_hc_pre(const hc_shape& s, std::span<const float> h, std::span<const fl
     TANDEM_TRY_ASSIGN(dc, device_memory::alloc(static_cast<int64_t>(collapsed.size_bytes()), "K2: collapsed"));
     TANDEM_TRY_ASSIGN(dpo, device_memory::alloc(static_cast<int64_t>(post.size_bytes()), "K2: post"));
     TANDEM_TRY_ASSIGN(dco, device_memory::alloc(static_cast<int64_t>(comb.size_bytes()), "K2: comb"));
-    if (T > 0)
-        hc_pre_kernel<<<static_cast<unsigned>(T), 128>>>(s, dh->get<float>(), dfn->get<float>(), db->get<float>(),
-                                                         dsc->get<float>(), dc->get<float>(), dpo->get<float>(),
-                                                         dco->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_hc_pre(s, T, dh->get<float>(), dfn->get<float>(), db->get<float>(), dsc->get<float>(),
+                                         dc->get<float>(), dpo->get<float>(), dco->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K2 hc_pre kernel"));
     TANDEM_RETURN_IF_ERROR(download(*dc, collapsed, "K2: collapsed"));
     TANDEM_RETURN_IF_ERROR(download(*dpo, post, "K2: post"));
@@ -118,9 +230,8 @@ status op_hc_post(int64_t n, int64_t d, std::span<const float> out, std::span<co
     TANDEM_TRY_ASSIGN(dp, upload(post, "K17: post"));
     TANDEM_TRY_ASSIGN(dc, upload(comb, "K17: comb"));
     TANDEM_TRY_ASSIGN(dn, device_memory::alloc(static_cast<int64_t>(h_new.size_bytes()), "K17: h_new"));
-    if (T > 0)
-        hc_post_kernel<<<dim3(blocks_for(d, 128), static_cast<unsigned>(T)), 128>>>(
-            n, d, dout->get<float>(), dh->get<float>(), dp->get<float>(), dc->get<float>(), dn->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_hc_post(n, d, T, dout->get<float>(), dh->get<float>(), dp->get<float>(),
+                                          dc->get<float>(), dn->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K17 hc_post kernel"));
     return download(*dn, h_new, "K17: h_new");
 }
@@ -149,15 +260,12 @@ status op_route(std::span<const float> logits, int64_t tokens, int64_t experts, 
     TANDEM_TRY_ASSIGN(db, upload(bias, "K15: bias"));
     TANDEM_TRY_ASSIGN(dh, upload(tid2eid, "K15: tid2eid"));
     TANDEM_TRY_ASSIGN(dt, upload(token_ids, "K15: token ids"));
-    TANDEM_TRY_ASSIGN(ds, device_memory::alloc(tokens * experts * 4, "K15: scores"));
-    TANDEM_TRY_ASSIGN(dbi, device_memory::alloc(tokens * experts * 4, "K15: biased scores"));
+    TANDEM_TRY_ASSIGN(scratch, device_memory::alloc(2 * tokens * experts * 4, "K15: scores"));
     TANDEM_TRY_ASSIGN(de, device_memory::alloc(static_cast<int64_t>(expert_out.size_bytes()), "K15: experts"));
     TANDEM_TRY_ASSIGN(dw, device_memory::alloc(static_cast<int64_t>(weight_out.size_bytes()), "K15: weights"));
-    if (tokens > 0)
-        route_kernel<<<blocks_for(tokens, 64), 64>>>(dl->get<float>(), tokens, static_cast<int32_t>(experts),
-                                                    hash ? nullptr : db->get<float>(), hash ? dh->get<int32_t>() : nullptr,
-                                                    dt->get<int32_t>(), k, official, scale, ds->get<float>(),
-                                                    dbi->get<float>(), de->get<int32_t>(), dw->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_route(dl->get<float>(), tokens, experts, db->get<float>(), hash ? dh->get<int32_t>() : nullptr,
+                                        dt->get<int32_t>(), k, official, scale, scratch->get<float>(), de->get<int32_t>(),
+                                        dw->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K15 route kernel"));
     TANDEM_RETURN_IF_ERROR(download(*de, expert_out, "K15: experts"));
     return download(*dw, weight_out, "K15: weights");
@@ -171,7 +279,7 @@ status op_swiglu(std::span<const float> g, std::span<const float> u, float limit
     TANDEM_TRY_ASSIGN(du, upload(u, "swiglu: up"));
     TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "swiglu: out"));
     const int64_t n = static_cast<int64_t>(g.size());
-    if (n > 0) swiglu_kernel<<<blocks_for(n, 256), 256>>>(dg->get<float>(), du->get<float>(), n, limit, dout->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_swiglu(dg->get<float>(), du->get<float>(), n, limit, dout->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("swiglu kernel"));
     return download(*dout, out, "swiglu: out");
 }
@@ -185,9 +293,7 @@ status op_moe_combine(std::span<const float> contrib, int64_t tokens, int32_t sl
     TANDEM_TRY_ASSIGN(dc, upload(contrib, "K16: contributions"));
     TANDEM_TRY_ASSIGN(dsh, upload(shared, "K16: shared"));
     TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "K16: out"));
-    if (tokens > 0 && d > 0)
-        moe_combine_kernel<<<dim3(blocks_for(d, 128), static_cast<unsigned>(tokens)), 128>>>(
-            dc->get<float>(), slots, d, dsh->get<float>(), dout->get<float>());
+    TANDEM_RETURN_IF_ERROR(launch_moe_combine(dc->get<float>(), tokens, slots, d, dsh->get<float>(), dout->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K16 combine kernel"));
     return download(*dout, out, "K16: out");
 }

@@ -3,7 +3,8 @@
 //
 // Each op uploads its host inputs, runs its kernel on device 0 (one stream, synchronously) and
 // downloads the result. They exist for the parity harness (test/cuda/) and the GPU check; the
-// executor will call the same kernels on device-resident buffers. Every CUDA failure comes back
+// device executor (cuda/device_runtime.cu) launches the very same kernels on device-resident
+// buffers through cuda/kernel_launch.h. Every CUDA failure comes back
 // as a status naming the op and CUDA's message; a build without CUDA (cuda/ops_none.cpp) or a
 // machine without a GPU answers `unavailable`. Shapes are row-major; per-element math is
 // cuda/host/kernel_math.h (the kernel list K1–K18 of spec §5.4 names each op).
@@ -15,26 +16,9 @@
 
 #include "core/status.h"
 #include "cuda/host/device_memory_plan.h"
-#include "cuda/host/kernel_codec.h"
-#include "cuda/host/kernel_math.h"
+#include "cuda/host/kernel_views.h"
 
 namespace tandem::cuda {
-
-// A cache row format (cache/layout.h) as the plain struct kernels take.
-inline kmath::row_codec row_codec_of(const cache::row_format& f) {
-    kmath::row_codec c;
-    c.encoding = static_cast<kmath::row_enc>(f.encoding);
-    c.dims = f.dims;
-    c.value_elems = f.value_elems;
-    c.value_bytes = f.value_bytes;
-    c.rope_elems = f.rope_elems;
-    c.rope_bytes = f.rope_bytes;
-    c.scale_bytes = f.scale_bytes;
-    c.pad_bytes = f.pad_bytes;
-    c.scale_block = f.scale_block;
-    c.bytes = f.bytes;
-    return c;
-}
 
 // K8 / K9 store and the attention read path: rows [n, dims] ↔ stored rows [n, fmt.bytes], the
 // bytes cache::codec writes.

@@ -1,8 +1,10 @@
 #include "cuda/host/device_weights.h"
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
-#include "cuda/host/weight_view_of.h"
+#include "cuda/host/kernel_views.h"
 
 namespace tandem::cuda {
 
@@ -41,35 +43,33 @@ public:
         v.p = static_cast<const float*>(d);
         return status::ok();
     }
-    status hc(const model::hc_weights& h, dev_hc& d) {
-        TANDEM_RETURN_IF_ERROR(vector(h.fn, d.fn));
-        TANDEM_RETURN_IF_ERROR(vector(h.base, d.base));
-        return vector(h.scale, d.scale);
+    // Several tensors of one kind, in order; the first failure stops.
+    using matrix_pairs = std::initializer_list<std::pair<const model::tensor*, dev_matrix*>>;
+    using vector_pairs = std::initializer_list<std::pair<const model::tensor*, dev_vector*>>;
+    status matrices(matrix_pairs pairs) {
+        for (auto [src, dst] : pairs) TANDEM_RETURN_IF_ERROR(matrix(*src, *dst));
+        return status::ok();
     }
+    status vectors(vector_pairs pairs) {
+        for (auto [src, dst] : pairs) TANDEM_RETURN_IF_ERROR(vector(*src, *dst));
+        return status::ok();
+    }
+    status hc(const model::hc_weights& h, dev_hc& d) { return vectors({{&h.fn, &d.fn}, {&h.base, &d.base}, {&h.scale, &d.scale}}); }
     status compressor(const model::compressor_weights& c, dev_compressor& d) {
-        TANDEM_RETURN_IF_ERROR(matrix(c.wkv, d.wkv));
-        TANDEM_RETURN_IF_ERROR(matrix(c.wgate, d.wgate));
-        TANDEM_RETURN_IF_ERROR(vector(c.ape, d.ape));
-        return vector(c.norm, d.norm);
+        TANDEM_RETURN_IF_ERROR(matrices({{&c.wkv, &d.wkv}, {&c.wgate, &d.wgate}}));
+        return vectors({{&c.ape, &d.ape}, {&c.norm, &d.norm}});
     }
-    status expert(const model::expert_weights& e, dev_expert& d) {
-        TANDEM_RETURN_IF_ERROR(matrix(e.w1, d.w1));
-        TANDEM_RETURN_IF_ERROR(matrix(e.w2, d.w2));
-        return matrix(e.w3, d.w3);
-    }
+    status expert(const model::expert_weights& e, dev_expert& d) { return matrices({{&e.w1, &d.w1}, {&e.w2, &d.w2}, {&e.w3, &d.w3}}); }
     status attention(const model::attention_weights& a, dev_attention& d) {
-        for (auto [src, dst] : {std::pair{&a.wq_a, &d.wq_a}, {&a.wq_b, &d.wq_b}, {&a.wkv, &d.wkv}, {&a.wo_a, &d.wo_a},
-                                {&a.wo_b, &d.wo_b}})
-            TANDEM_RETURN_IF_ERROR(matrix(*src, *dst));
-        for (auto [src, dst] : {std::pair{&a.q_norm, &d.q_norm}, {&a.kv_norm, &d.kv_norm}, {&a.sink, &d.sink}})
-            TANDEM_RETURN_IF_ERROR(vector(*src, *dst));
+        TANDEM_RETURN_IF_ERROR(
+            matrices({{&a.wq_a, &d.wq_a}, {&a.wq_b, &d.wq_b}, {&a.wkv, &d.wkv}, {&a.wo_a, &d.wo_a}, {&a.wo_b, &d.wo_b}}));
+        TANDEM_RETURN_IF_ERROR(vectors({{&a.q_norm, &d.q_norm}, {&a.kv_norm, &d.kv_norm}, {&a.sink, &d.sink}}));
         d.has_compressor = a.has_compressor;
         d.has_indexer = a.has_indexer;
         if (a.has_compressor) TANDEM_RETURN_IF_ERROR(compressor(a.compressor, d.compressor));
         if (!a.has_indexer) return status::ok();
         TANDEM_RETURN_IF_ERROR(compressor(a.idx_compressor, d.idx_compressor));
-        TANDEM_RETURN_IF_ERROR(matrix(a.idx_wq_b, d.idx_wq_b));
-        return matrix(a.idx_weights_proj, d.idx_weights_proj);
+        return matrices({{&a.idx_wq_b, &d.idx_wq_b}, {&a.idx_weights_proj, &d.idx_weights_proj}});
     }
     status moe(const model::moe_weights& m, dev_moe& d) {
         TANDEM_RETURN_IF_ERROR(matrix(m.gate, d.gate));

@@ -18,7 +18,7 @@
 #include "cpu/thread_pool.h"
 #include "cpu/weight_matrix.h"
 #include "cuda/host/kernel_math.h"
-#include "cuda/host/weight_view_of.h"
+#include "cuda/host/kernel_views.h"
 #include "model/forward.h"
 #include "model/numerics.h"
 
