@@ -21,6 +21,12 @@ result<std::unique_ptr<device_runtime>> make_runtime(const config& cfg) {
 // arena functions hold them): the prefix cache's host-tier thread and pd transfers may copy pool
 // bytes until the last pool user is gone, which can be after the executor (and its own runtime
 // instance) was destroyed. Both instances address the same space (one host, or GPU 0's context).
+// Ordering on a GPU: upload/download are cudaMemcpy on the legacy default stream, which the
+// forward's kernels also use (device_runtime.cu k_stream = 0; nothing is built with
+// --default-stream per-thread), so a kernel launched after an upload returned — from any thread —
+// reads the uploaded bytes, and a download waits for the kernels before it. That is what lets the
+// host tier's end_layer(l) after its uploads mean "landed" for the gate.
+
 struct pool_arena_owner {
     std::unique_ptr<device_runtime> ops;
     device_buffer slab;  // declared after ops: freed before it
