@@ -46,7 +46,7 @@ namespace {
 // few KB to a few hundred KB) stay in cache while the tile's rows stream past them, and each
 // weight is read from memory once per call whatever the batch (rows are tiled only when there
 // are many, and then the block is re-read from cache, not memory).
-constexpr int64_t k_row_tile = 63;  // a multiple of the AVX2 kernel's 3-row group
+constexpr int64_t k_row_tile = 60;  // a multiple of the AVX2 kernel's 6-row group
 
 int64_t output_block(const weight_matrix& w) {
     const int64_t row_bytes = std::max<int64_t>(1, w.row_bytes());

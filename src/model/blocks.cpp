@@ -70,28 +70,44 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // mix[j] = fn[j] · rmsnorm(flatten(h)) for j < rows_of_fn.
 void hc_mix(const model_config& c, const tensor& fn, const float* h, float* mix) {
-    int64_t nd = c.hc_mult * c.hidden_size;
     thread_local std::vector<float> xn;
-    thread_local std::vector<const float*> rows;
-    xn.resize(static_cast<size_t>(nd));
-    cpu::rms_norm(h, nullptr, nd, c.rms_norm_eps, xn.data());
-    // All (2 + n)·n mixes at once: dots runs four independent fma chains where one dot per mix
-    // waited on a single chain of n·d / 8 fmas; each mix keeps dot's order (and fma(a, b) ==
-    // fma(b, a)), so the bits are unchanged.
-    rows.resize(static_cast<size_t>(fn.shape[0]));
-    for (int64_t j = 0; j < fn.shape[0]; ++j) rows[static_cast<size_t>(j)] = fn.ptr() + j * nd;
-    cpu::dots(xn.data(), rows.data(), fn.shape[0], nd, mix);
+    xn.resize(static_cast<size_t>(c.hc_mult * c.hidden_size));
+    hc_norm_input(c, h, xn.data());
+    hc_mix_range(c, fn, xn.data(), 0, fn.shape[0], mix);
 }
 
 }  // namespace
 
+void hc_norm_input(const model_config& c, const float* h, float* xn) {
+    cpu::rms_norm(h, nullptr, c.hc_mult * c.hidden_size, c.rms_norm_eps, xn);
+}
+
+void hc_mix_range(const model_config& c, const tensor& fn, const float* xn, int64_t j0, int64_t j1, float* mix) {
+    const int64_t nd = c.hc_mult * c.hidden_size;
+    // dots runs four independent fma chains where one dot per mix waited on a single chain of
+    // n·d / 8 fmas; each mix keeps dot's order whichever group of four it falls in (and
+    // fma(a, b) == fma(b, a)), so neither the grouping nor the range split changes a bit.
+    const float* rows[4];
+    for (int64_t j = j0; j < j1; j += 4) {
+        const int64_t count = std::min<int64_t>(4, j1 - j);
+        for (int64_t i = 0; i < count; ++i) rows[i] = fn.ptr() + (j + i) * nd;
+        cpu::dots(xn, rows, count, nd, mix + (j - j0));
+    }
+}
+
 void hc_pre(const model_config& c, const hc_weights& hw, const float* h, float* collapsed, float* post, float* comb) {
+    thread_local std::vector<float> mix;  // per thread, grown once: no allocation per row
+    mix.resize(static_cast<size_t>((2 + c.hc_mult) * c.hc_mult));
+    hc_mix(c, hw.fn, h, mix.data());
+    hc_pre_from_mix(c, hw, h, mix.data(), collapsed, post, comb);
+}
+
+void hc_pre_from_mix(const model_config& c, const hc_weights& hw, const float* h, const float* mix, float* collapsed,
+                     float* post, float* comb) {
     const int64_t n = c.hc_mult, d = c.hidden_size;
     const float eps = static_cast<float>(c.hc_eps);
-    thread_local std::vector<float> mix, pre;  // per thread, grown once: no allocation per row
-    mix.resize(static_cast<size_t>((2 + n) * n));
+    thread_local std::vector<float> pre;  // per thread, grown once: no allocation per row
     pre.resize(static_cast<size_t>(n));
-    hc_mix(c, hw.fn, h, mix.data());
     const float* base = hw.base.ptr();
     const float* scale = hw.scale.ptr();
     for (int64_t j = 0; j < n; ++j) {

@@ -49,6 +49,7 @@ struct step_scratch {
     batch b;
     std::vector<float> h;                      // [rows, n, d] residual streams
     std::vector<float> x, post, comb, sub;     // one sublayer's input, mHC post/comb, its output
+    std::vector<float> hc_xn, hc_mix;          // [rows, n·d] normed streams, [rows, (2 + n)·n] mixes
     std::vector<int64_t> head_rows;
     std::vector<float> logits;
 };
@@ -112,7 +113,15 @@ public:
 };
 
 // mHC (dsv4-model.md §2.2) for one row: h [n, d] → collapsed [d], post [n], comb [n, n].
+// hc_pre = hc_norm_input, hc_mix_range over all (2 + n)·n mixes, hc_pre_from_mix; the block loop
+// runs the three phases itself so a decode step's mixes (each a dot over n·d fp32 weights) are
+// spread over the threads — bitwise the same, every mix is one dot in dot's order.
 void hc_pre(const model_config& c, const hc_weights& hw, const float* h, float* collapsed, float* post, float* comb);
+void hc_norm_input(const model_config& c, const float* h, float* xn);  // xn [n·d] = rmsnorm(flatten(h))
+// mix[j − j0] = fn[j] · xn for j0 ≤ j < j1.
+void hc_mix_range(const model_config& c, const tensor& fn, const float* xn, int64_t j0, int64_t j1, float* mix);
+void hc_pre_from_mix(const model_config& c, const hc_weights& hw, const float* h, const float* mix, float* collapsed,
+                     float* post, float* comb);
 void hc_post(int64_t n, int64_t d, const float* out, const float* h_res, const float* post, const float* comb,
              float* h_new);
 // Final collapse without Sinkhorn.

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -72,10 +73,27 @@ void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::v
     x.resize(static_cast<size_t>(T * d));
     post.resize(static_cast<size_t>(T * n));
     comb.resize(static_cast<size_t>(T * n * n));
+    // mHC pre in three phases (see hc_pre): the mixes, a dot over n·d fp32 weights each, are
+    // split into groups of four over (row, group) units, so one decode row's 24 dots (~400 KB of
+    // weights) run on every thread instead of one.
+    const int64_t mixes = (2 + n) * n, groups = (mixes + 3) / 4;
+    std::vector<float>& xn = step.hc_xn;
+    std::vector<float>& mix = step.hc_mix;
+    xn.resize(static_cast<size_t>(T * n * d));
+    mix.resize(static_cast<size_t>(T * mixes));
     auto pre = [&](const hc_weights& hw, const tensor& norm) {
         pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) hc_norm_input(cfg, &h[r * n * d], &xn[r * n * d]);
+        });
+        pool->parallel_for(T * groups, 1, [&](int64_t u0, int64_t u1) {
+            for (int64_t u = u0; u < u1; ++u) {
+                const int64_t r = u / groups, j0 = (u % groups) * 4;
+                hc_mix_range(cfg, hw.fn, &xn[r * n * d], j0, std::min(mixes, j0 + 4), &mix[r * mixes + j0]);
+            }
+        });
+        pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) {
-                hc_pre(cfg, hw, &h[r * n * d], &x[r * d], &post[r * n], &comb[r * n * n]);
+                hc_pre_from_mix(cfg, hw, &h[r * n * d], &mix[r * mixes], &x[r * d], &post[r * n], &comb[r * n * n]);
                 cpu::rms_norm(&x[r * d], norm.ptr(), d, cfg.rms_norm_eps, &x[r * d]);
             }
         });

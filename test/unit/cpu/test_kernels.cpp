@@ -1,6 +1,7 @@
 // CPU kernels: a row's result never depends on the batch around it or on the thread count.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -42,6 +43,27 @@ TEST_CASE("cpu: thread pool covers every index exactly once") {
             for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
         });
         for (int h : hits) CHECK(h == 1);
+    }
+}
+
+TEST_CASE("cpu: thread pool passes back to back never mix: each runs its own function over its own range") {
+    // Thousands of short passes in a row: workers still polling for one pass, or late from the
+    // previous one, must claim pieces only of the pass that is current, and each pass must see
+    // every index of its own range exactly once.
+    for (int threads : {2, 3, 4}) {
+        CAPTURE(threads);
+        thread_pool pool(threads);
+        std::vector<int> hits(64);
+        for (int pass = 0; pass < 3000; ++pass) {
+            const int64_t n = 1 + pass % 61;
+            std::fill(hits.begin(), hits.end(), 0);
+            pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)] += pass + 1;
+            });
+            int64_t wrong = 0;
+            for (int64_t i = 0; i < 64; ++i) wrong += hits[static_cast<size_t>(i)] != (i < n ? pass + 1 : 0);
+            REQUIRE(wrong == 0);
+        }
     }
 }
 

@@ -147,11 +147,13 @@ TEST_CASE("cpu weights: stored forms match their fp32 expansion bitwise, any bat
     std::mt19937 rng(9);
     std::normal_distribution<float> nd;
     for (const auto& fc : cases) {
-        for (int64_t cols : {8, 38, 64, 200, 256}) {
+        // 4, 11 and 16 rows: every register block of the AVX2 tile (6 × 2, 4 × 3, 3 × 4, 2 × 4, 1 × 8).
+        for (int64_t cols : {8, 38, 64, 200, 256}) for (int64_t rows : {4, 11, 16}) {
             CAPTURE(weight_form_name(fc.form));
             CAPTURE(fc.block);
             CAPTURE(cols);
-            const int64_t out = 37, rows = 11;
+            CAPTURE(rows);
+            const int64_t out = 37;
             stored s = make_stored(fc.form, fc.scale, out, cols, fc.block, uint64_t(cols) * 7 + fc.block);
             const std::vector<float> wf = expand(s.m);
             std::vector<float> x(static_cast<size_t>(rows * cols));
