@@ -9,6 +9,10 @@
 #   tools/sanitize.sh tsan --unit-only -- -sf='*unit/engine/*'   (arguments after -- go to the
 #                                                  unit tests with --unit-only: a shard)
 #   tools/sanitize.sh tsan -- -k "test_sigstop"     (arguments after -- go to pytest)
+#   tools/sanitize.sh tsan --no-build --run engine --unit-only -- -sf='*unit/engine/*'
+#                       (--run NAME: reports and logs of their own, sanitizer-reports-NAME/ and
+#                       sanitize-*-NAME.log, so shards can run side by side; --no-build: use the
+#                       binaries as built, as a run beside another must)
 # The e2e subset: test_pd.py, test_pd_liveness.py and test_lifecycle.py (every thread that
 # matters: HTTP loop, scheduler, tcp transport and heartbeats, prefill and decode engines).
 # Reports are written per process under build-<san>/sanitizer-reports/ (servers started by the e2e
@@ -28,25 +32,31 @@ esac
 shift
 unit_only=0
 e2e_only=0
+build=1
+run=
 pytest_args=()
 while (($#)); do
   case "$1" in
     --unit-only) unit_only=1; shift ;;
     --e2e-only) e2e_only=1; shift ;;
+    --no-build) build=0; shift ;;
+    --run) run=-${2:?--run needs a name}; shift 2 ;;
     --) shift; pytest_args=("$@"); break ;;
     *) echo "tools/sanitize.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 
-if [ ! -f "$dir/build.ninja" ]; then
+if ((build)) && [ ! -f "$dir/build.ninja" ]; then
   echo "==> configuring $dir/ (-Db_sanitize=$sanitize)" >&2
   meson setup "$dir" --buildtype=debugoptimized -Db_sanitize="$sanitize" -Dcuda=disabled >/dev/null
 fi
-echo "==> building $dir/tandem and the unit tests" >&2
-ninja -C "$dir" -j"$(nproc)" tandem test/unit_tests >"$dir/sanitize-build.log" 2>&1 ||
-  { tail -40 "$dir/sanitize-build.log" >&2; exit 1; }
+if ((build)); then
+  echo "==> building $dir/tandem and the unit tests" >&2
+  ninja -C "$dir" -j"$(nproc)" tandem test/unit_tests >"$dir/sanitize-build.log" 2>&1 ||
+    { tail -40 "$dir/sanitize-build.log" >&2; exit 1; }
+fi
 
-reports=$root/$dir/sanitizer-reports
+reports=$root/$dir/sanitizer-reports$run
 rm -rf "$reports"
 mkdir -p "$reports"
 # Reports go to files (a server's stderr may belong to a test); suppressions only for third-party
@@ -60,15 +70,15 @@ if ((!e2e_only)); then
   echo "==> unit suite under $san" >&2
   unit_args=()
   ((unit_only)) && unit_args=("${pytest_args[@]}")
-  "$dir/test/unit_tests" --no-intro=true "${unit_args[@]}" >"$dir/sanitize-unit.log" 2>&1 || status=$?
-  grep -a 'test cases\|Status' "$dir/sanitize-unit.log" >&2 || true
+  "$dir/test/unit_tests" --no-intro=true "${unit_args[@]}" >"$dir/sanitize-unit$run.log" 2>&1 || status=$?
+  grep -a 'test cases\|Status' "$dir/sanitize-unit$run.log" >&2 || true
 fi
 if ((!unit_only)); then
   echo "==> e2e pd subset against $dir/tandem" >&2
   ((${#pytest_args[@]})) || pytest_args=(test/e2e/test_pd.py test/e2e/test_pd_liveness.py test/e2e/test_lifecycle.py)
   TANDEM_BIN=$root/$dir/tandem TANDEM_SOURCE_ROOT=$root \
-    .venv/bin/python -m pytest -q -p no:cacheprovider "${pytest_args[@]}" >"$dir/sanitize-e2e.log" 2>&1 || status=$?
-  tail -3 "$dir/sanitize-e2e.log" >&2
+    .venv/bin/python -m pytest -q -p no:cacheprovider "${pytest_args[@]}" >"$dir/sanitize-e2e$run.log" 2>&1 || status=$?
+  tail -3 "$dir/sanitize-e2e$run.log" >&2
 fi
 
 found=$(grep -lE 'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error' "$reports"/* 2>/dev/null || true)

@@ -1,7 +1,6 @@
 #include "api/metrics_routes.h"
 
 #include <utility>
-#include <vector>
 
 #include "core/prometheus_text.h"
 #include "engine/prefix_cache_metrics_text.h"
@@ -9,39 +8,44 @@
 namespace tandem::api {
 namespace {
 
+using enum metric_type;
+
 void render_http_metrics(prometheus_text w, const http::server_stats& s) {
-    w.gauge("connections_open", "Open HTTP connections", s.connections_open.load());
-    w.counter("connections_total", "Accepted HTTP connections", s.connections_total.load());
-    w.counter("connections_rejected_total",
-              "Connections refused with 503 over server.max_connections",
-              s.connections_rejected.load());
-    w.counter("requests_total", "HTTP requests parsed", s.requests_total.load());
-    w.gauge("requests_in_flight", "HTTP requests being answered", s.requests_in_flight.load());
-    w.counter("bad_requests_total",
-              "Requests refused before routing (malformed, over limits, timed out)",
-              s.bad_requests.load());
+    w.families({
+        {gauge, "connections_open", "Open HTTP connections", s.connections_open.load()},
+        {counter, "connections_total", "Accepted HTTP connections", s.connections_total.load()},
+        {counter, "connections_rejected_total",
+         "Connections refused with 503 over server.max_connections", s.connections_rejected.load()},
+        {counter, "requests_total", "HTTP requests parsed", s.requests_total.load()},
+        {gauge, "requests_in_flight", "HTTP requests being answered", s.requests_in_flight.load()},
+        {counter, "bad_requests_total",
+         "Requests refused before routing (malformed, over limits, timed out)",
+         s.bad_requests.load()},
+    });
 }
 
 void render_engine_metrics(prometheus_text w, const engine::engine_metrics& m) {
     const engine::engine_stats& s = m.stats;
-    w.gauge("queue_depth", "Requests waiting for admission", s.queued);
-    w.gauge("running_requests", "Requests prefilling or decoding", s.running);
-    w.gauge("pages_total", "KV pool pages", s.pages_total);
-    w.gauge("pages_free", "KV pool pages on the free list", s.pages_free);
-    w.gauge("pages_used", "KV pool pages in use", s.pages_total - s.pages_free);
-    w.counter("preemptions_total", "Requests preempted for pages", s.preemptions);
-    w.counter("requests_finished_total", "Requests that finished", s.requests_finished);
-    w.counter("requests_aborted_total", "Requests aborted", s.requests_aborted);
-    w.counter("requests_failed_total", "Requests that failed", s.requests_failed);
-    w.counter("rejected_queue_full_total", "Requests answered 503 because the queue was full",
-              s.rejected_queue_full);
-    w.counter("request_late_end_events_total",
-              "End events (abort, timeout, failure) that reached an already-ended request and "
-              "were dropped",
-              s.late_end_events);
-    w.counter("prompt_tokens_total", "Prompt tokens processed", s.prompt_tokens);
-    w.counter("generated_tokens_total", "Tokens generated", s.generated_tokens);
-    w.counter("steps_total", "Scheduler steps", s.steps);
+    w.families({
+        {gauge, "queue_depth", "Requests waiting for admission", s.queued},
+        {gauge, "running_requests", "Requests prefilling or decoding", s.running},
+        {gauge, "pages_total", "KV pool pages", s.pages_total},
+        {gauge, "pages_free", "KV pool pages on the free list", s.pages_free},
+        {gauge, "pages_used", "KV pool pages in use", s.pages_total - s.pages_free},
+        {counter, "preemptions_total", "Requests preempted for pages", s.preemptions},
+        {counter, "requests_finished_total", "Requests that finished", s.requests_finished},
+        {counter, "requests_aborted_total", "Requests aborted", s.requests_aborted},
+        {counter, "requests_failed_total", "Requests that failed", s.requests_failed},
+        {counter, "rejected_queue_full_total", "Requests answered 503 because the queue was full",
+         s.rejected_queue_full},
+        {counter, "request_late_end_events_total",
+         "End events (abort, timeout, failure) that reached an already-ended request and were "
+         "dropped",
+         s.late_end_events},
+        {counter, "prompt_tokens_total", "Prompt tokens processed", s.prompt_tokens},
+        {counter, "generated_tokens_total", "Tokens generated", s.generated_tokens},
+        {counter, "steps_total", "Scheduler steps", s.steps},
+    });
     if (s.prefix.enabled) {
         engine::render_prefix_cache_metrics(w.with_prefix("prefix_cache_"), s.prefix);
     }
@@ -56,29 +60,28 @@ void render_engine_metrics(prometheus_text w, const engine::engine_metrics& m) {
 }
 
 void render_verify_metrics(prometheus_text w, const engine::verify_report& v) {
-    w.gauge("enabled", "1 when verify.sample_rate > 0", v.enabled);
-    w.counter("sampled_total",
-              "Requests selected for shadow verification that ended (checked or skipped)",
-              v.sampled);
-    w.counter("checks_total", "Shadow verifications completed (recomputed and compared)",
-              v.checks);
-    w.counter("tokens_recomputed_total", "Tokens recomputed by shadow verification",
-              v.tokens_recomputed);
-    w.gauge("inflight", "Shadow verifications pending or computing", v.inflight);
-    std::vector<prometheus_text::label_count> paths, skips;
-    for (int p = 0; p < engine::k_verify_paths; ++p) {
-        paths.emplace_back(engine::verify_path_name(static_cast<engine::verify_path>(p)),
-                           v.divergences[p]);
-    }
-    for (int s = 0; s < engine::k_verify_skips; ++s) {
-        skips.emplace_back(engine::verify_skip_name(static_cast<engine::verify_skip>(s)),
-                           v.skipped[s]);
-    }
+    using namespace engine;
+    w.families({
+        {gauge, "enabled", "1 when verify.sample_rate > 0", v.enabled},
+        {counter, "sampled_total",
+         "Requests selected for shadow verification that ended (checked or skipped)", v.sampled},
+        {counter, "checks_total", "Shadow verifications completed (recomputed and compared)",
+         v.checks},
+        {counter, "tokens_recomputed_total", "Tokens recomputed by shadow verification",
+         v.tokens_recomputed},
+        {gauge, "inflight", "Shadow verifications pending or computing", v.inflight},
+    });
+    auto path_name = [](size_t p) { return verify_path_name(static_cast<verify_path>(p)); };
+    auto skip_name = [](size_t r) { return verify_skip_name(static_cast<verify_skip>(r)); };
     w.counters_by("divergences_total",
                   "Recomputed logits differed from the served ones, by the path that fed the "
                   "state",
-                  "path", paths);
-    w.counters_by("skipped_total", "Sampled requests not checked, by reason", "reason", skips);
+                  "path",
+                  prometheus_text::by_index(k_verify_paths, path_name,
+                                            [&](size_t p) { return v.divergences[p]; }));
+    w.counters_by("skipped_total", "Sampled requests not checked, by reason", "reason",
+                  prometheus_text::by_index(k_verify_skips, skip_name,
+                                            [&](size_t r) { return v.skipped[r]; }));
 }
 
 }  // namespace
@@ -86,11 +89,13 @@ void render_verify_metrics(prometheus_text w, const engine::verify_report& v) {
 void handle_metrics(app_state& app, const http::request&, const http::responder& out) {
     std::string text;
     prometheus_text w(text, "tandem_");
-    w.gauge("up", "1 while serving, 0 while starting or stopping",
-            app.state() == serving_state::serving ? 1 : 0);
-    w.counter("tool_call_parse_failures_total",
-              "Responses whose tool-call markup was malformed (returned as content)",
-              app.tool_call_parse_failures.load());
+    w.families({
+        {gauge, "up", "1 while serving, 0 while starting or stopping",
+         app.state() == serving_state::serving ? 1 : 0},
+        {counter, "tool_call_parse_failures_total",
+         "Responses whose tool-call markup was malformed (returned as content)",
+         app.tool_call_parse_failures.load()},
+    });
     if (const http::server* srv = app.server()) {
         render_http_metrics(w.with_prefix("http_"), srv->stats());
     }

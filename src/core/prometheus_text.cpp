@@ -16,16 +16,23 @@ void prometheus_text::family(const std::string& full, std::string_view help,
     *out_ += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n", full, help, type);
 }
 
-void prometheus_text::counter(std::string_view name, std::string_view help, int64_t value) {
+void prometheus_text::integer(metric_type type, std::string_view name, std::string_view help,
+                              int64_t value) {
     const std::string full = prefix_ + std::string(name);
-    family(full, help, "counter");
+    family(full, help, type == metric_type::counter ? "counter" : "gauge");
     *out_ += fmt::format("{} {}\n", full, value);
 }
 
+void prometheus_text::families(std::initializer_list<metric_family> list) {
+    for (const metric_family& f : list) integer(f.type, f.name, f.help, f.value);
+}
+
+void prometheus_text::counter(std::string_view name, std::string_view help, int64_t value) {
+    integer(metric_type::counter, name, help, value);
+}
+
 void prometheus_text::gauge(std::string_view name, std::string_view help, int64_t value) {
-    const std::string full = prefix_ + std::string(name);
-    family(full, help, "gauge");
-    *out_ += fmt::format("{} {}\n", full, value);
+    integer(metric_type::gauge, name, help, value);
 }
 
 void prometheus_text::ratio(std::string_view name, std::string_view help, double value) {

@@ -20,6 +20,11 @@ from pd_support import (
 # Short heartbeats so the tests take seconds; generous against a loaded machine (a loop that
 # does not run for an interval blames itself, not its peer).
 HEARTBEAT = ["--set", "transport.heartbeat_interval_ms=200", "--set", "transport.peer_timeout_ms=2000"]
+# Loss here is the heartbeats' verdict, never the transfer deadline's: that deadline judges how
+# long one prefill step takes (no write lands before the step ends), and under TSan one batched
+# step of the recovery wave took 6 s against start_decode's 5 s — every job failed 504 with
+# "0 of 6 layers landed" without any stop at all. A 10-minute deadline only guards against a hang.
+NO_TRANSFER_DEADLINE = ["--set", "transport.transfer_timeout_ms=600000"]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +56,7 @@ def join_all(threads, timeout):
 
 def test_a_stopped_prefill_is_declared_lost_then_picked_up_after_sigcont(start_tandem, single):
     prefill, port = start_prefill(start_tandem, *HEARTBEAT, "--set", "transport.fault_delay_ms=30")
-    decode = start_decode(start_tandem, port, *HEARTBEAT)
+    decode = start_decode(start_tandem, port, *HEARTBEAT, *NO_TRANSFER_DEADLINE)
     wait_health(decode, 200, 60)
     load = long_prompts(131, 12)
     want = single(load)
@@ -83,7 +88,7 @@ def test_a_stopped_prefill_is_declared_lost_then_picked_up_after_sigcont(start_t
 
 def test_a_stopped_decode_is_declared_lost_by_its_prefill_and_both_recover(start_tandem, single):
     prefill, port = start_prefill(start_tandem, *HEARTBEAT, "--set", "transport.fault_delay_ms=30")
-    decode = start_decode(start_tandem, port, *HEARTBEAT)
+    decode = start_decode(start_tandem, port, *HEARTBEAT, *NO_TRANSFER_DEADLINE)
     wait_health(decode, 200, 60)
     load = long_prompts(133, 12)
     want = single(load)

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "core/prometheus_text.h"
 
@@ -31,6 +32,29 @@ TEST_CASE("prometheus_text: one labelled family lists its values in order") {
                  "x_jobs_total{result=\"ok\"} 3\nx_jobs_total{result=\"failed\"} 0\n");
 }
 
+TEST_CASE("prometheus_text: a families table writes each row as counter() or gauge() would") {
+    std::string table, calls;
+    prometheus_text(table, "p_").families({{metric_type::counter, "a_total", "A", 3},
+                                           {metric_type::gauge, "b", "B", -2}});
+    prometheus_text one(calls, "p_");
+    one.counter("a_total", "A", 3);
+    one.gauge("b", "B", -2);
+    CHECK(table == calls);
+    CHECK(table == "# HELP p_a_total A\n# TYPE p_a_total counter\np_a_total 3\n"
+                   "# HELP p_b B\n# TYPE p_b gauge\np_b -2\n");
+}
+
+TEST_CASE("prometheus_text: by_index labels an enumeration, optionally only its non-zero slots") {
+    const int64_t counts[] = {4, 0, 7};
+    const char* names[] = {"x", "y", "z"};
+    auto label = [&](size_t i) { return names[i]; };
+    auto value = [&](size_t i) { return counts[i]; };
+    using lc = prometheus_text::label_count;
+    CHECK(prometheus_text::by_index(3, label, value) ==
+          std::vector<lc>{{"x", 4}, {"y", 0}, {"z", 7}});
+    CHECK(prometheus_text::by_index(3, label, value, true) == std::vector<lc>{{"x", 4}, {"z", 7}});
+}
+
 TEST_CASE("prometheus_text: with_prefix extends the prefix and appends to the same text") {
     std::string out;
     prometheus_text base(out, "tandem_pd_");
@@ -45,7 +69,8 @@ TEST_CASE("prometheus_text: histograms take the writer's prefix") {
     h.observe(0.5);
     std::string out;
     prometheus_text(out, "tandem_").histogram("load_seconds", "Loads", h.snapshot());
-    CHECK(out.find("# TYPE tandem_load_seconds histogram\n") != std::string::npos);
-    CHECK(out.find("tandem_load_seconds_bucket{le=\"1\"} 1\n") != std::string::npos);
-    CHECK(out.find("tandem_load_seconds_count 1\n") != std::string::npos);
+    CHECK(out == "# HELP tandem_load_seconds Loads\n# TYPE tandem_load_seconds histogram\n"
+                 "tandem_load_seconds_bucket{le=\"1\"} 1\n"
+                 "tandem_load_seconds_bucket{le=\"+Inf\"} 1\n"
+                 "tandem_load_seconds_sum 0.5\ntandem_load_seconds_count 1\n");
 }

