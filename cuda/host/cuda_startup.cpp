@@ -49,6 +49,17 @@ status phase0_bring_up(const config& cfg) {
 }  // namespace
 
 result<device_choice> resolve_backend_at_startup(const config& cfg) {
+    if (cfg.backend.test_emulate_device) {
+        // Testing only: no probe, no phase 0 (they are about a real GPU); the engine builds the
+        // device executor over the host emulation (device_engine.cpp).
+        if (cfg.backend.device == "cuda") {
+            TANDEM_LOG_WARN("backend.test_emulate_device = true: the device path runs over the host emulation "
+                            "(host memory as the device) — testing only, no GPU is used");
+            return device_choice{backend_device::cuda,
+                                 "backend.device = \"cuda\" over the host emulation (backend.test_emulate_device)"};
+        }
+        TANDEM_LOG_WARN("backend.test_emulate_device = true has no effect unless backend.device = \"cuda\"");
+    }
     const gpu_info gpu = gpu_probe();
     if (gpu.device_count > 0)
         TANDEM_LOG_INFO("CUDA: {} GPU(s): {}; NCCL {}", gpu.device_count, gpu.devices, gpu.nccl_version);

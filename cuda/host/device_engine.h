@@ -1,21 +1,31 @@
 // cuda/host/device_engine.h — The engine the server runs with backend.device = "cuda": the same
-// lockstep scheduler, capacity and sampler as the CPU engine (engine/cpu_engine.h), over the device
-// executor, with the cache pool's arena in GPU memory (cache::page_pool::create_external).
+// lockstep scheduler, capacity, sampler and prefix cache as the CPU engine (engine/cpu_engine.h),
+// over the device executor, with the cache pool's arena in the device space
+// (cache::page_pool::create_external). Everything outside the forward that moves pool bytes
+// (sequence state reset, prefix-cache snapshots, the host tier, pd transfers) goes through the
+// arena's read/write, which are the runtime's download/upload (d2h/h2d).
 //
-// Not yet on the GPU path, and refused or switched off with a log line saying so: the prefix
-// cache (its snapshots and host tier copy pool bytes with memcpy, which a device arena forbids)
-// and pd (device-to-device transfers behind the transport are not built).
+// The device is GPU 0, or — backend.test_emulate_device, testing only — the host emulation
+// (device_runtime_emulated.cpp: host memory as the device), which CI serves through.
 #pragma once
 
 #include <memory>
 
 #include "core/config.h"
 #include "core/liveness.h"
+#include "engine/cpu_engine.h"
 #include "engine/engine.h"
 
 namespace tandem::cuda {
 
-// Keys read: as engine::make_cpu_engine (model.path, model.numerics, [cache], [scheduler], [verify]).
-result<std::unique_ptr<engine::engine>> make_device_engine(const config& cfg, liveness_registry* liveness);
+// One device engine's parts before its scheduler starts (pd builds two and wires them). Keys read:
+// as engine::make_cpu_engine_parts, plus backend.test_emulate_device. `model_fingerprint` goes into
+// the prefix cache's key; `copy_thread_beat`: the host tier's copy-thread heartbeat (may be null).
+result<engine::cpu_engine_parts> make_device_engine_parts(const config& cfg, uint64_t model_fingerprint = 0,
+                                                          std::shared_ptr<heartbeat> copy_thread_beat = nullptr);
+
+// Parts + scheduler (the single topology).
+result<std::unique_ptr<engine::engine>> make_device_engine(const config& cfg, liveness_registry* liveness,
+                                                           uint64_t model_fingerprint = 0);
 
 }  // namespace tandem::cuda

@@ -160,9 +160,12 @@ std::shared_ptr<load_ticket> host_tier::load(std::span<const page_load> pages, s
                                              j.hooks.skip_gate);
     j.ticket->created_ns = now_ns();
     if (j.hooks.sentinel) {
+        std::vector<std::byte> sentinel;
         for (size_t l = 0; l < j.plan.per_layer.size(); ++l) {
             for (const load_plan::copy& c : j.plan.per_layer[l]) {
-                std::memset(c.dst, static_cast<int>(k_load_sentinel), static_cast<size_t>(c.bytes));
+                sentinel.assign(static_cast<size_t>(c.bytes), k_load_sentinel);
+                TANDEM_CHECK_MSG(pool_.write_bytes(c.dst, sentinel.data(), c.bytes).is_ok(),
+                                 "host tier: writing the load sentinel into the pool failed");
                 j.ticket->add_destination(
                     {static_cast<int32_t>(l), c.kind, c.dst, c.bytes, c.page, c.slot});
             }
@@ -223,8 +226,11 @@ void host_tier::run_store(const job& j) {
     const layout_spec& layout = pool_.layout();
     for (size_t bi = 0; bi < layout.buffers().size(); ++bi) {
         const int32_t b = static_cast<int32_t>(bi);
-        std::memcpy(host_bytes(b, j.host_page), pool_.page_bytes(j.device.page, b),
-                    static_cast<size_t>(layout.buffers()[bi].bytes_per_page));
+        // Through the pool (d2h on a device arena). A failed read means a broken device; a host
+        // page must never turn present with bytes that did not land, so it is fatal here.
+        const status st = pool_.read_bytes(host_bytes(b, j.host_page), pool_.page_bytes(j.device.page, b),
+                                           layout.buffers()[bi].bytes_per_page);
+        TANDEM_CHECK_MSG(st.is_ok(), "host tier: reading a pool page back to the host failed");
     }
     present_[static_cast<size_t>(j.host_page)].store(1, std::memory_order_release);
     stores_.fetch_add(1, std::memory_order_relaxed);
@@ -262,7 +268,13 @@ void host_tier::run_load(job& j) {
                 }
             }
             last_kind = c.kind;
-            std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+            // Through the pool: on a device arena this is the h2d copy, complete (ordered before
+            // the forward's kernels) when it returns, so end_layer below is a true "landed".
+            if (status st = pool_.write_bytes(c.dst, c.src, c.bytes); !st.is_ok()) {
+                t.fail("host tier: loading layer " + std::to_string(l) + " " + c.kind +
+                       " into the pool failed: " + st.message());
+                return;
+            }
         }
         if (l + 1 == t.num_layers()) {  // counted before the last signal: a waiter sees them
             load_seconds_.observe(static_cast<double>(now_ns() - t.created_ns) * 1e-9);

@@ -97,11 +97,14 @@ layer_gate::layer_gate(page_pool& pool, std::vector<std::shared_ptr<const load_t
 
 namespace {
 
-bool still_sentinel(const load_destination& d) {
+// Read through the pool: on a device arena the destination is not host memory.
+bool still_sentinel(const page_pool& pool, const load_destination& d) {
     const int64_t n = std::min<int64_t>(d.size, 32);
+    std::byte head[32];
+    if (n <= 0 || !pool.read_bytes(head, d.bytes, n).is_ok()) return false;
     for (int64_t i = 0; i < n; ++i)
-        if (d.bytes[i] != k_load_sentinel) return false;
-    return n > 0;
+        if (head[i] != k_load_sentinel) return false;
+    return true;
 }
 
 }  // namespace
@@ -124,7 +127,7 @@ result<layer_view> layer_gate::wait(int32_t layer) const {
     std::vector<std::string> unlanded;  // every kind of this layer still holding the sentinel
     for (const auto& t : tickets_) {
         for (const load_destination& d : t->destinations()) {
-            if (d.layer == layer && still_owned(d) && still_sentinel(d) &&
+            if (d.layer == layer && still_owned(d) && still_sentinel(pool_, d) &&
                 std::find(unlanded.begin(), unlanded.end(), d.kind) == unlanded.end()) {
                 unlanded.push_back(d.kind);
             }

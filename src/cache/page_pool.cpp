@@ -113,6 +113,28 @@ page_pool::page_pool(const layout_spec& layout, const pool_split& split, std::by
     for (slot_meta& s : slots_) s.pages.reserve(static_cast<size_t>(std::min<int64_t>(max_pages_per_seq, 4096)));
 }
 
+status page_pool::read_bytes(std::byte* host_dst, const std::byte* pool_src, int64_t n) const {
+    TANDEM_CHECK(n >= 0 && pool_src >= arena_ && pool_src + n <= arena_ + arena_bytes_);
+    if (n == 0) return status::ok();
+    if (!external_.write) {
+        std::memcpy(host_dst, pool_src, static_cast<size_t>(n));
+        return status::ok();
+    }
+    if (!external_.read)
+        return make_error(error_code::internal, "cache pool: this external arena has no reader (cannot copy its bytes to the host)");
+    return external_.read(host_dst, pool_src, n);
+}
+
+status page_pool::write_bytes(std::byte* pool_dst, const std::byte* host_src, int64_t n) const {
+    TANDEM_CHECK(n >= 0 && pool_dst >= arena_ && pool_dst + n <= arena_ + arena_bytes_);
+    if (n == 0) return status::ok();
+    if (!external_.write) {
+        std::memcpy(pool_dst, host_src, static_cast<size_t>(n));
+        return status::ok();
+    }
+    return external_.write(pool_dst, host_src, n);
+}
+
 page_pool::~page_pool() {
     if (!external_.write) ::munmap(arena_, static_cast<size_t>(arena_bytes_));
 }

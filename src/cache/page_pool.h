@@ -69,12 +69,17 @@ result<pool_split> plan_pool_split(const layout_spec& layout, const pool_options
 
 // An arena the pool does not own and never dereferences (a GPU slab): the pool keeps metadata,
 // free lists and epochs on the host and hands out addresses base + offset, which only the arena's
-// owner (its kernels) reads or writes. `write` copies host bytes into it (sequence state reset).
-// Transfers, snapshots and the host tier copy pool bytes with memcpy and so need a host arena.
+// owner (its kernels) reads or writes. `write` copies host bytes into it (h2d), `read` copies its
+// bytes to the host (d2h); everything outside the forward that moves pool bytes (sequence state
+// reset, snapshots, the host tier, pd transfers) goes through page_pool::read_bytes/write_bytes,
+// which use them. Both must be complete when they return as far as the arena's owner is concerned:
+// the host buffer may be reused at once, and the owner's later work (kernels on the same stream)
+// sees the bytes written. Without `read` the pool still serves, but those paths report an error.
 struct external_arena {
     std::byte* base = nullptr;
     int64_t bytes = 0;  // at least pool_geometry(...).total_bytes() for the split
     std::function<status(std::byte* dst, const std::byte* host_src, int64_t n)> write;
+    std::function<status(std::byte* host_dst, const std::byte* src, int64_t n)> read;
 };
 
 struct pool_stats {
@@ -106,6 +111,11 @@ public:
     bool host_addressable() const { return !external_.write; }
     std::byte* arena() { return arena_; }
     const std::byte* arena() const { return arena_; }
+    // Copies between pool addresses (from the accessors below) and host memory: memcpy for the
+    // pool's own arena, the external arena's read/write otherwise. The only way code outside the
+    // forward may touch pool bytes, so it works for a device arena too.
+    status read_bytes(std::byte* host_dst, const std::byte* pool_src, int64_t n) const;
+    status write_bytes(std::byte* pool_dst, const std::byte* host_src, int64_t n) const;
     pool_stats stats() const;
 
     // --- Pages -------------------------------------------------------------------------------

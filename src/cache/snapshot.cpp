@@ -95,23 +95,27 @@ boundary_snapshot capture_snapshot(const page_pool& pool, slot_ref slot,
     snap.header.token_hash = hash_tokens(tokens);
     snap.header.payload_bytes = snapshot_payload_bytes(layout, b);
     snap.payload.resize(static_cast<size_t>(snap.header.payload_bytes));
+    // Pool bytes are read through the pool (a device arena is not host memory); a failed read
+    // (a broken device) is fatal, as a failed sequence-state write is (page_pool.cpp).
+    auto read = [&pool](std::byte* dst, const void* src, int64_t n) {
+        const status st = pool.read_bytes(dst, static_cast<const std::byte*>(src), n);
+        TANDEM_CHECK_MSG(st.is_ok(), "snapshot: reading the pool failed");
+    };
     for (const snapshot_part& p : snapshot_parts(layout, b)) {
         std::byte* dst = snap.payload.data() + p.payload_offset;
         if (p.kind == state_kind::window) {
-            for (int64_t r = 0; r < p.rows; ++r) {  // logical order: position b − rows first
-                std::memcpy(dst + r * p.bytes_per_row, pool.window_row(slot, p.layer, b - p.rows + r),
-                            static_cast<size_t>(p.bytes_per_row));
-            }
+            for (int64_t r = 0; r < p.rows; ++r)  // logical order: position b − rows first
+                read(dst + r * p.bytes_per_row, pool.window_row(slot, p.layer, b - p.rows + r), p.bytes_per_row);
             continue;
         }
         const state_layout& st = layout.states()[static_cast<size_t>(p.state_idx)];
         const float* ring = pool.compressor_state(slot, p.layer, p.kind);
         const int64_t d = ca_floats(st), half = st.floats_per_row / 2;
+        const int64_t fsz = static_cast<int64_t>(sizeof(float));
         for (int64_t r = 0; r < p.rows; ++r) {
-            float* out = reinterpret_cast<float*>(dst + r * p.bytes_per_row);
-            std::memcpy(out, ring + r * st.floats_per_row, static_cast<size_t>(d) * sizeof(float));
-            std::memcpy(out + d, ring + r * st.floats_per_row + half,
-                        static_cast<size_t>(d) * sizeof(float));
+            std::byte* out = dst + r * p.bytes_per_row;
+            read(out, ring + r * st.floats_per_row, d * fsz);
+            read(out + d * fsz, ring + r * st.floats_per_row + half, d * fsz);
         }
     }
     seal_snapshot_checksums(layout, snap);
@@ -192,13 +196,14 @@ status restore_snapshot(page_pool& pool, slot_ref slot, const boundary_snapshot&
     if (!pool.is_current(slot)) {
         return make_error(error_code::invalid_argument, "snapshot restore into a stale slot");
     }
+    status failed = status::ok();
     for (size_t i = 0; i < pool.layout().states().size(); ++i) {
         for_each_restore_copy(pool, slot, snap, static_cast<int32_t>(i),
-                              [](std::byte* dst, const std::byte* src, int64_t bytes) {
-                                  std::memcpy(dst, src, static_cast<size_t>(bytes));
+                              [&](std::byte* dst, const std::byte* src, int64_t bytes) {
+                                  if (failed.is_ok()) failed = pool.write_bytes(dst, src, bytes);
                               });
     }
-    return status::ok();
+    return failed.is_ok() ? status::ok() : failed.with_context("snapshot restore");
 }
 
 }  // namespace tandem::cache

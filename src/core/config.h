@@ -39,6 +39,9 @@ struct model_section {
 struct backend_section {
     std::string device;  // "auto" | "cpu" | "cuda"
     int64_t threads = 0; // CPU worker threads (0 = all cores)
+    // Testing only: device = "cuda" over cuda::make_emulated_runtime() (host memory as the
+    // device), so CI serves through the device path without a GPU. Never set in production.
+    bool test_emulate_device = false;
 };
 
 struct cache_section {

@@ -75,6 +75,9 @@ const std::vector<field>& table() {
          REF(backend.device), {"auto", "cpu", "cuda"}),
         integer("backend", "threads", "CPU worker threads (0 = all cores).",
          REF(backend.threads), 0, 4096),
+        boolean("backend", "test_emulate_device",
+         "Testing only: backend.device = cuda runs the device executor over the host emulation "
+         "(host memory as the device), with no GPU probe.", REF(backend.test_emulate_device)),
 
         choice("cache", "kv_dtype",
          "Main KV row storage (fp32 is exact storage for reference tests).", REF(cache.kv_dtype), {"fp8", "bf16", "fp32"}),

@@ -65,6 +65,8 @@ result<std::unique_ptr<cache::host_tier>> make_host_tier(const config& cfg, pool
     return host;
 }
 
+}  // namespace
+
 result<std::shared_ptr<prefix_cache>> make_prefix_cache(const config& cfg,
                                                         const cache::cache_plan& plan,
                                                         std::shared_ptr<pool_sequences> seqs,
@@ -100,8 +102,6 @@ result<std::shared_ptr<prefix_cache>> make_prefix_cache(const config& cfg,
                           : std::string("off"));
     return std::make_shared<prefix_cache>(std::move(seqs), o, std::move(host.value()));
 }
-
-}  // namespace
 
 result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint,
                                                std::shared_ptr<heartbeat> copy_thread_beat) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "cache/plan_command.h"
 #include "core/config.h"
 #include "core/liveness.h"
 #include "core/status.h"
@@ -31,6 +32,14 @@ struct cpu_engine_parts {
 // `copy_thread_beat`: the host tier's copy-thread heartbeat for /health (null: unreported).
 result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint = 0,
                                                std::shared_ptr<heartbeat> copy_thread_beat = nullptr);
+
+// The prefix cache over `seqs`'s pool (null when cache.prefix_cache = false), with its host tier
+// when cache.host_memory_bytes > 0. Shared by the CPU and the device engine: the cache reaches
+// pool bytes only through page_pool::read_bytes / write_bytes, so a device arena works too.
+result<std::shared_ptr<prefix_cache>> make_prefix_cache(const config& cfg, const cache::cache_plan& plan,
+                                                        std::shared_ptr<pool_sequences> seqs,
+                                                        uint64_t model_fingerprint,
+                                                        std::shared_ptr<heartbeat> copy_beat);
 
 // The [scheduler] limits: max_running_requests, max_queued_requests, max_prefill_tokens,
 // max_context_tokens, queue_timeout_ms; and [verify] (sample_rate, max_inflight,

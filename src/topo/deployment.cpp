@@ -22,10 +22,16 @@ status validate_topology(const config& cfg) {
         return status::ok();
     }
     if (kind == "nccl") {
+        // cfg.backend.device may still be "auto" here (resolved later); either way nccl is refused.
         return make_error(error_code::invalid_argument,
-                          "transport.kind = \"nccl\" moves pages between GPU pools, but this "
-                          "build computes on the CPU backend (pools in host memory); use "
-                          "transport.kind = \"inproc\" or \"tcp\"");
+                          cfg.backend.device == "cuda"
+                              ? "transport.kind = \"nccl\" is not wired into pd's page transfer yet (the "
+                                "NCCL transport compiles but has never run; page bytes still travel in "
+                                "frames); use transport.kind = \"inproc\" or \"tcp\", which move device "
+                                "pool pages through host memory"
+                              : "transport.kind = \"nccl\" moves pages between GPU pools, but this "
+                                "build computes on the CPU backend (pools in host memory); use "
+                                "transport.kind = \"inproc\" or \"tcp\"");
     }
     if (role != "both" && kind != "tcp") {
         return make_error(error_code::invalid_argument,
@@ -61,17 +67,13 @@ class single_deployment final : public deployment {
 result<std::unique_ptr<deployment>> deployment::create(const config& cfg,
                                                        liveness_registry& liveness) {
     TANDEM_RETURN_IF_ERROR(validate_topology(cfg));
-    if (cfg.topology.mode == "pd" && cfg.backend.device == "cuda")
-        return make_error(error_code::unavailable,
-                          "backend.device = \"cuda\" serves topology.mode = \"single\" only so far (pd on the GPU: "
-                          "device-to-device transfers behind the transport are not built); use \"cpu\" for pd");
     if (cfg.topology.mode == "pd") return make_pd_deployment(cfg, liveness);
     // The prefix cache's key names the weights, not only their shape.
     result<model_identity> model = identify_model(cfg.model.path, cfg.model.numerics);
     if (!model) return model.error();
     // backend.device is resolved by then (api/serve.cpp): "cuda" only when the user or auto chose it.
     result<std::unique_ptr<engine::engine>> e = cfg.backend.device == "cuda"
-                                                    ? cuda::make_device_engine(cfg, &liveness)
+                                                    ? cuda::make_device_engine(cfg, &liveness, model->fingerprint)
                                                     : engine::make_cpu_engine(cfg, &liveness, model->fingerprint);
     if (!e) return e.error();
     std::unique_ptr<deployment> d = std::make_unique<single_deployment>(std::move(e.value()));

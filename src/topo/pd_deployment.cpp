@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "cuda/host/device_engine.h"
 #include "engine/cpu_engine.h"
 #include "topo/model_identity.h"
 #include "topo/pd_decode.h"
@@ -15,6 +16,15 @@
 namespace tandem::topo {
 
 namespace {
+
+// backend.device is resolved by then (api/serve.cpp): both engines run on the chosen backend.
+// A device engine's pool is in the device space; the transfer code reads and writes it only
+// through page_pool::read_bytes/write_bytes, so inproc and tcp carry its pages unchanged.
+result<engine::cpu_engine_parts> make_parts(const config& cfg, uint64_t model_fingerprint,
+                                            std::shared_ptr<heartbeat> copy_beat) {
+    if (cfg.backend.device == "cuda") return cuda::make_device_engine_parts(cfg, model_fingerprint, std::move(copy_beat));
+    return engine::make_cpu_engine_parts(cfg, model_fingerprint, std::move(copy_beat));
+}
 
 struct prefill_side {
     std::shared_ptr<engine::pool_sequences> seqs;
@@ -39,8 +49,8 @@ result<prefill_side> build_prefill(const config& cfg, const model_identity& mode
     // The prefill engine keeps the prefix cache: a hit computes only the suffix, and the decode
     // still receives every page and the whole slot state (shared pages are read, not moved).
     const bool host = cfg.cache.prefix_cache && cfg.cache.host_memory_bytes > 0;
-    result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(
-        cfg, model.fingerprint, host ? liveness.add("prefill host-tier copy thread") : nullptr);
+    result<engine::cpu_engine_parts> parts =
+        make_parts(cfg, model.fingerprint, host ? liveness.add("prefill host-tier copy thread") : nullptr);
     if (!parts) return parts.error().with_context("prefill engine");
     prefill_side p;
     p.seqs = parts->sequences;
@@ -59,7 +69,7 @@ result<decode_side> build_decode(const config& cfg, const model_identity& model,
                                  liveness_registry& liveness) {
     config decode_cfg = cfg;
     decode_cfg.cache.prefix_cache = false;  // no decode-side cache yet (README: pd topology)
-    result<engine::cpu_engine_parts> parts = engine::make_cpu_engine_parts(decode_cfg);
+    result<engine::cpu_engine_parts> parts = make_parts(decode_cfg, 0, nullptr);
     if (!parts) return parts.error().with_context("decode engine");
     decode_side d;
     d.seqs = parts->sequences;

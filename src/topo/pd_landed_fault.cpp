@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <vector>
 
 namespace tandem::topo {
 
@@ -36,6 +37,19 @@ result<std::optional<landed_corruption>> parse_landed_corruption(std::string_vie
                       fmt::format("verify.fault_corrupt_kind = \"{}\" is not a state kind", kind));
 }
 
+namespace {
+
+// Read, flip, write back through the pool: a device arena is not host memory. A drill whose
+// copy fails simply does not corrupt (the canary then finds nothing, which its test would see).
+void flip_pool_rows(cache::page_pool& pool, std::byte* at, int64_t rows, int64_t bytes_per_row) {
+    std::vector<std::byte> host(static_cast<size_t>(rows * bytes_per_row));
+    if (!pool.read_bytes(host.data(), at, rows * bytes_per_row).is_ok()) return;
+    flip_rows(host.data(), rows, bytes_per_row);
+    (void)pool.write_bytes(at, host.data(), rows * bytes_per_row);
+}
+
+}  // namespace
+
 void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const page_write_msg& w) {
     if (!c.history || w.kind != c.buffer) return;
     const cache::layout_spec& l = pool.layout();
@@ -44,7 +58,7 @@ void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const pa
     std::byte* page = pool.page_bytes_for_write(w.page, bi);
     if (page == nullptr) return;
     const cache::buffer_layout& b = l.buffers()[static_cast<size_t>(bi)];
-    flip_rows(page, b.rows_per_page, b.row.bytes);
+    flip_pool_rows(pool, page, b.rows_per_page, b.row.bytes);
 }
 
 void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const state_write_msg& w) {
@@ -55,8 +69,8 @@ void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const st
     if (si < 0 || slot == nullptr) return;
     const cache::pool_geometry& g = pool.geometry();
     const cache::state_layout& s = l.states()[static_cast<size_t>(si)];
-    flip_rows(slot + (g.state_offset(si, w.slot.slot) - g.slot_offset(w.slot.slot)), s.rows,
-              s.bytes_per_row);
+    flip_pool_rows(pool, slot + (g.state_offset(si, w.slot.slot) - g.slot_offset(w.slot.slot)), s.rows,
+                   s.bytes_per_row);
 }
 
 std::string transferred_state_kinds(const cache::layout_spec& layout) {

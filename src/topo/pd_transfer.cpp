@@ -34,8 +34,7 @@ uint64_t span_key(cache::span_kind kind, int32_t index, int32_t target) {
 }
 
 pd_message make_write(const cache::transfer_span& s, const cache::layout_spec& l,
-                      uint64_t request_id, const std::byte* src, uint64_t checksum) {
-    auto data = std::vector<std::byte>(src, src + s.bytes);
+                      uint64_t request_id, std::vector<std::byte> data, uint64_t checksum) {
     if (s.kind == cache::span_kind::history) {
         page_write_msg w;
         w.request_id = request_id;
@@ -97,11 +96,14 @@ status transfer_sender::send(const cache::page_pool& src, std::span<const int64_
                                ? page_index.at(s.dst_page.page) < complete_pages
                                : complete_pages >= n + 1;  // state: only when the prompt is done
         if (!ready) continue;
-        const std::byte* bytes = src.arena() + s.src_offset;
-        sums_[k] = XXH3_64bits(bytes, static_cast<size_t>(s.bytes));
+        // Read through the pool (d2h from a device arena); the checksum covers the bytes read.
+        std::vector<std::byte> data(static_cast<size_t>(s.bytes));
+        TANDEM_RETURN_IF_ERROR(src.read_bytes(data.data(), src.arena() + s.src_offset, s.bytes)
+                                   .with_context(fmt::format("request {}: reading the prefill pool", job.request_id)));
+        sums_[k] = XXH3_64bits(data.data(), data.size());
         sent_[k] = 1;
         ++sent_count_;
-        TANDEM_RETURN_IF_ERROR(emit(make_write(s, l, job.request_id, bytes, sums_[k])));
+        TANDEM_RETURN_IF_ERROR(emit(make_write(s, l, job.request_id, std::move(data), sums_[k])));
     }
     return status::ok();
 }
@@ -146,6 +148,25 @@ status verify(uint64_t checksum, const std::vector<std::byte>& data, const char*
                                   "not applied", what, request_id, layer, kind, data.size()));
 }
 
+// Writes verified bytes into the pool. A device arena (not host-addressable) is written by an
+// h2d copy the host cannot see land, so the bytes are read back and checked against the same
+// XXH3 there: the checksum then covers the bytes where the decode will read them.
+status land(cache::page_pool& pool, std::byte* dst, const std::vector<std::byte>& data,
+            uint64_t checksum, const char* what, uint64_t request_id, int32_t layer,
+            const char* kind) {
+    const int64_t n = static_cast<int64_t>(data.size());
+    TANDEM_RETURN_IF_ERROR(pool.write_bytes(dst, data.data(), n)
+                               .with_context(fmt::format("{} of request {} layer {} {}", what, request_id, layer, kind)));
+    if (pool.host_addressable()) return status::ok();
+    std::vector<std::byte> landed(data.size());
+    TANDEM_RETURN_IF_ERROR(pool.read_bytes(landed.data(), dst, n)
+                               .with_context(fmt::format("{} of request {}: reading back", what, request_id)));
+    if (XXH3_64bits(landed.data(), landed.size()) == checksum) return status::ok();
+    return make_error(error_code::data_loss,
+                      fmt::format("{} of request {} layer {} {}: checksum mismatch after the bytes "
+                                  "landed in the device pool ({} bytes)", what, request_id, layer, kind, n));
+}
+
 }  // namespace
 
 // Stale targets are reported as out_of_range so callers can count them apart from corruption.
@@ -166,8 +187,7 @@ status apply_page_write(cache::page_pool& pool, const page_write_msg& w) {
                                       "the page is not current (stale epoch, freed, sealed or "
                                       "quarantined)", w.request_id, w.page.page, w.page.epoch));
     }
-    std::memcpy(dst, w.data.data(), w.data.size());
-    return status::ok();
+    return land(pool, dst, w.data, w.checksum, "PAGE_WRITE", w.request_id, w.layer, kind);
 }
 
 status apply_state_write(cache::page_pool& pool, const state_write_msg& w) {
@@ -188,9 +208,8 @@ status apply_state_write(cache::page_pool& pool, const state_write_msg& w) {
                                       w.slot.epoch));
     }
     const cache::pool_geometry& g = pool.geometry();
-    std::memcpy(slot + (g.state_offset(si, w.slot.slot) - g.slot_offset(w.slot.slot)),
-                w.data.data(), w.data.size());
-    return status::ok();
+    return land(pool, slot + (g.state_offset(si, w.slot.slot) - g.slot_offset(w.slot.slot)), w.data,
+                w.checksum, "STATE_WRITE", w.request_id, w.layer, kind);
 }
 
 // ------------------------------------------------------------------------------------------------
