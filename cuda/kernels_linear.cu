@@ -176,12 +176,8 @@ status op_official_sim(official_sim kind, std::span<float> x, int64_t dim, int64
     return download(*dx, x, "official simulation: download");
 }
 
-result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batch, int repeats) {
+result<double> measure_copy_gb_per_s(int repeats) {
     TANDEM_RETURN_IF_ERROR(need_gpu());
-    bandwidth_result r;
-    cudaDeviceProp prop{};
-    TANDEM_CUDA_TRY(cudaGetDeviceProperties(&prop, 0), "reading GPU 0's properties");
-    r.gpu = prop.name;
     const int64_t copy_bytes = int64_t{1} << 30;
     TANDEM_TRY_ASSIGN(a, device_memory::alloc(copy_bytes, "bandwidth: copy source"));
     TANDEM_TRY_ASSIGN(b, device_memory::alloc(copy_bytes, "bandwidth: copy destination"));
@@ -194,7 +190,19 @@ result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batc
         TANDEM_CUDA_TRY(cudaMemcpyAsync(b->get(), a->get(), copy_bytes, cudaMemcpyDeviceToDevice), "bandwidth: copy");
     TANDEM_CUDA_TRY(cudaEventRecord(e1->get()), "bandwidth: event");
     TANDEM_TRY_ASSIGN(copy_ms, elapsed_ms(*e0, *e1));
-    r.copy_gb_per_s = 2.0 * static_cast<double>(copy_bytes) * repeats / (*copy_ms * 1e-3) / 1e9;  // read + write
+    return 2.0 * static_cast<double>(copy_bytes) * repeats / (*copy_ms * 1e-3) / 1e9;  // read + write
+}
+
+result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batch, int repeats) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    bandwidth_result r;
+    cudaDeviceProp prop{};
+    TANDEM_CUDA_TRY(cudaGetDeviceProperties(&prop, 0), "reading GPU 0's properties");
+    r.gpu = prop.name;
+    TANDEM_TRY_ASSIGN(copy, measure_copy_gb_per_s(repeats));
+    r.copy_gb_per_s = *copy;
+    TANDEM_TRY_ASSIGN(e0, cuda_event::create());
+    TANDEM_TRY_ASSIGN(e1, cuda_event::create());
 
     const int64_t wbytes = out * in * 2;
     TANDEM_TRY_ASSIGN(w, device_memory::alloc(wbytes, "bandwidth: bf16 weight"));

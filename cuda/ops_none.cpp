@@ -49,6 +49,7 @@ status op_indexer_scores(std::span<const float>, int64_t, int64_t, int64_t, std:
 status op_compressor_pool(std::span<const float>, int64_t, int64_t, int64_t, bool, std::span<float>) { return no_cuda(); }
 status op_official_sim(official_sim, std::span<float>, int64_t, int64_t) { return no_cuda(); }
 result<bandwidth_result> measure_bandwidth(int64_t, int64_t, int64_t, int) { return no_cuda(); }
+result<double> measure_copy_gb_per_s(int) { return no_cuda(); }
 result<bringup_report> bring_up_device(const device_memory_plan&) { return no_cuda(); }
 result<std::unique_ptr<device_runtime>> make_cuda_runtime() { return no_cuda(); }
 bool cuda_forward_built() { return false; }

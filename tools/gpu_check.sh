@@ -9,22 +9,31 @@
 #                               cuda_self_test                 one kernel vs the CPU
 #                               cuda_parity                    tiers 1, 2, 4 (spec §5.6)
 #                               cuda_e2e                       phase-0 upload + checksum, tier 5
-#                                                              (device executor vs CPU: tiny, tiny-fp8)
+#                                                              (device executor vs CPU: tiny, tiny-fp8,
+#                                                              flash-shape)
+#                               cuda_e2e --preset flash-layer  tier 5 on one full-width V4-Flash layer
+#                                                              (generates the 3.6 GB checkpoint, kept
+#                                                              for the next step, removed at the end)
+#                               bench_cuda_decode              decode step time, batch 1 / 16 on
+#                                                              flash-layer ÷ a same-run roofline
 #                               bench_cuda_bandwidth           linear GB/s ÷ measured copy GB/s
 #                             and writes gpu_check.json (verdict per step) + gpu_check.log, plus
-#                             each step's own JSON, under $OUT (or ./gpu_check_out). 5 files.
-# Budget: the checks are sized to finish in about 2 minutes on one H200 (nothing is compiled there)
-# so the whole call fits well inside 8 minutes and can be rerun once within a 15-minute lease.
+#                             each step's own JSON, under $OUT (or ./gpu_check_out). 7 files.
+# Budget: nothing is compiled there. Expected (not yet observed: no GPU has run this) ~2 min for the
+# first three steps and ~3-4 min for the flash-layer steps, most of it generating 3.6 GB (108 CPU-s
+# on the loaded 2-core build VM, single-threaded) and the CPU reference's 168 tokens. A hard cap
+# keeps the whole call under 8 minutes whatever happens: each step's timeout is cut to what is left
+# of 470 s, and a step with under 10 s left is not started (verdict not-run-budget, a failure).
 # Exit: 0 when every step passed, 1 otherwise (a step that cannot load is a failure, never a skip).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$root/gpu_bundle"
-bins=(test/cuda_self_test test/cuda_parity test/cuda_e2e bench/cuda/bench_cuda_bandwidth)
+bins=(test/cuda_self_test test/cuda_parity test/cuda_e2e bench/cuda/bench_cuda_bandwidth bench/cuda/bench_cuda_decode)
 
 if [ "${1:-}" = "pack" ]; then
   build="${BUILD_DIR:-$root/build}"
   [ -d "$build" ] || { echo "no $build: run etc/setup.sh (or meson setup build) first" >&2; exit 2; }
-  ninja -C "$build" -j2 test/cuda_self_test test/cuda_parity test/cuda_e2e bench/cuda/bench_cuda_bandwidth || exit 1
+  ninja -C "$build" -j2 "${bins[@]}" || exit 1
   rm -rf "$bundle"; mkdir -p "$bundle/lib"
   for b in "${bins[@]}"; do
     [ -x "$build/$b" ] || { echo "missing $build/$b" >&2; exit 1; }
@@ -66,12 +75,16 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 steps_json=""
 failed=0
+budget_end=$(( $(date +%s) + 470 ))
 # run NAME LIMIT_S BINARY ARGS...: one step, its exit code and wall time into the summary.
 run() {
   local name="$1" limit="$2" bin="$3"; shift 3
   local exe="$dir/$bin"; [ -x "$exe" ] || exe="$dir/$(basename "$bin")"
   say ""; say "== $name"
-  if ! [ -x "$exe" ]; then say "FAIL: $exe missing"; rc=127; secs=0.000
+  local left=$(( budget_end - $(date +%s) ))
+  [ "$limit" -gt "$left" ] && limit=$left
+  if [ "$limit" -lt 10 ]; then say "NOT RUN: the check's 470 s budget is spent"; rc=125; secs=0.000
+  elif ! [ -x "$exe" ]; then say "FAIL: $exe missing"; rc=127; secs=0.000
   else
     local missing; missing="$(ldd "$exe" 2>&1 | grep 'not found')"
     [ -n "$missing" ] && say "does not load here: $missing"
@@ -82,14 +95,19 @@ run() {
   local verdict=pass; [ "$rc" -ne 0 ] && { verdict=fail; failed=1; }
   [ "$rc" -eq 124 ] && verdict=timeout
   [ "$rc" -eq 77 ] && verdict="skip-no-gpu"
+  [ "$rc" -eq 125 ] && verdict="not-run-budget"
   say "-- $name: $verdict (exit $rc, ${secs}s)"
   steps_json="${steps_json:+$steps_json,}{\"step\":\"$name\",\"verdict\":\"$verdict\",\"exit\":$rc,\"seconds\":$secs}"
 }
 
-run self_test 60 test/cuda_self_test
-run parity 240 test/cuda_parity --json "$out/parity.json"
-run e2e 180 test/cuda_e2e --json "$out/e2e.json"
-run bandwidth 120 bench/cuda/bench_cuda_bandwidth --json "$out/bandwidth.json"
+models="${TMPDIR:-/tmp}/gpu_check_models"  # flash-layer, generated once for tier 5 and the decode bench
+run self_test 30 test/cuda_self_test
+run parity 120 test/cuda_parity --json "$out/parity.json"
+run e2e 120 test/cuda_e2e --json "$out/e2e.json"
+run e2e_flash_layer 240 test/cuda_e2e --preset flash-layer --keep-models "$models" --json "$out/e2e_flash_layer.json"
+run decode 120 bench/cuda/bench_cuda_decode --keep-models "$models" --json "$out/decode.json"
+run bandwidth 60 bench/cuda/bench_cuda_bandwidth --json "$out/bandwidth.json"
+rm -rf "$models"
 
 echo "{\"commit\":\"$(cat "$bundle/COMMIT" 2>/dev/null)\",\"all_passed\":$([ $failed -eq 0 ] && echo true || echo false),\"steps\":[$steps_json]}" > "$out/gpu_check.json"
 say ""; say "summary: $out/gpu_check.json"; cat "$out/gpu_check.json" | tee -a "$log"

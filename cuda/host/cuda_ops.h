@@ -115,6 +115,8 @@ struct bandwidth_result {
     std::string gpu;
 };
 result<bandwidth_result> measure_bandwidth(int64_t out, int64_t in, int64_t batch, int repeats);
+// The device-to-device copy bandwidth alone (1 GiB, read + write counted), the roofline's ceiling.
+result<double> measure_copy_gb_per_s(int repeats);
 
 // Phase 0: allocate the plan's slabs on device 0 (refusing with check_device_fit's message first
 // when they do not fit), upload every tensor as stored, read the weight slab back and compare

@@ -307,7 +307,7 @@ status write_text(const std::filesystem::path& p, const std::string& text) {
 }  // namespace
 
 std::vector<std::string> preset_names() {
-    return {"tiny", "tiny-bf16", "tiny-fp8", "small", "flash-shape", "flash-slice"};
+    return {"tiny", "tiny-bf16", "tiny-fp8", "small", "flash-shape", "flash-slice", "flash-layer"};
 }
 
 result<model_config> preset_config(const std::string& preset) {
@@ -371,7 +371,7 @@ result<model_config> preset_config(const std::string& preset) {
         attn = {attention_type::sliding, attention_type::sliding, attention_type::csa, attention_type::hca,
                 attention_type::csa, attention_type::hca};
         hash_layers = 3;
-    } else if (preset == "flash-slice") {
+    } else if (preset == "flash-slice" || preset == "flash-layer") {
         // DeepSeek-V4-Flash's true widths, stored like its checkpoint, with only the layers it
         // takes to hold one CSA and one HCA layer (the first a hash-routed MoE, the second
         // score-routed) and no MTP block: what a CPU or GPU parity run needs of Flash (~9.3 GB).
@@ -385,16 +385,25 @@ result<model_config> preset_config(const std::string& preset) {
         c.n_routed_experts = 256, c.num_experts_per_tok = 6, c.moe_intermediate_size = 2048;
         attn = {attention_type::csa, attention_type::hca};
         hash_layers = 1;
+        if (preset == "flash-layer") {
+            // One full-width layer for the CUDA tier-5 check (spec §5.6): CSA (compressor, indexer,
+            // sparse attention) with score routing over all 256 experts. The vocabulary is cut to
+            // 16384 — it is no part of the layer, and Flash's 129280 would add 1.8 GB of BF16
+            // embedding and head to every generation of the check (~3.6 GB instead of ~5.4 GB).
+            c.vocab_size = 16384;
+            attn = {attention_type::csa};
+            hash_layers = 0;
+        }
     } else {
         return make_error(error_code::invalid_argument,
                           fmt::format("unknown preset '{}' (valid: tiny, tiny-bf16, tiny-fp8, small, flash-shape, "
-                                      "flash-slice)", preset));
+                                      "flash-slice, flash-layer)", preset));
     }
     c.nope_head_dim = c.head_dim - c.rope_head_dim;
     double prf = static_cast<double>(c.rope_head_dim) / static_cast<double>(c.head_dim);
     c.rope_main.partial_rotary_factor = c.rope_compress.partial_rotary_factor = prf;
     c.num_hidden_layers = static_cast<int64_t>(attn.size());
-    c.num_nextn_predict_layers = preset == "flash-slice" ? 0 : 1;
+    c.num_nextn_predict_layers = preset == "flash-slice" || preset == "flash-layer" ? 0 : 1;
     c.num_hash_layers = hash_layers;
     c.layers.clear();
     for (size_t i = 0; i < attn.size(); ++i) {

@@ -13,7 +13,7 @@
 
 namespace tandem::model {
 
-// "tiny" | "tiny-bf16" | "tiny-fp8" | "small" | "flash-shape" | "flash-slice"; error names the
+// "tiny" | "tiny-bf16" | "tiny-fp8" | "small" | "flash-shape" | "flash-slice" | "flash-layer"; error names the
 // valid presets.
 result<model_config> preset_config(const std::string& preset);
 std::vector<std::string> preset_names();

@@ -6,7 +6,9 @@
 // sizes where short prompts exercise window, CSA/HCA compression and top-k selection; fp32;
 // tiny-bf16 and tiny-fp8 store the same shapes as BF16, or as FP8 + FP4 like the real checkpoint),
 // small (a benchmarking size of a few hundred MB; bf16), flash-shape (Flash's ratios and head
-// geometry at a small width; FP8 block weights and FP4 experts like the real checkpoint).
+// geometry at a small width; FP8 block weights and FP4 experts like the real checkpoint),
+// flash-slice (Flash's true widths, one CSA + one HCA layer) and flash-layer (one CSA layer at
+// Flash's widths, vocabulary cut to 16384: the CUDA tier-5 check's full-width layer).
 #pragma once
 
 #include <cstdint>

@@ -3,13 +3,18 @@
 //   phase 0   tiny-fp8 weights uploaded as stored + pool slab allocated, weights read back and
 //             hashed (XXH3) equal; an oversized pool refused with a clear message
 //   tier 5    the device executor (cuda/host/device_executor.h: GPU kernels, weights and pool slab
-//             on the GPU) vs the CPU executor on `tiny` (hf, fp32 cache) and `tiny-fp8` (official,
-//             fp8 / fp4 cache): equal greedy tokens over chunked prefill + 24 decode steps, logits
-//             within a stated bound.
-// Without a GPU: SKIP (exit 77). Usage: cuda_e2e [--emulate] [--json PATH]
+//             on the GPU) vs the CPU executor on `tiny` (hf, fp32 cache), `tiny-fp8`,
+//             `flash-shape` and `flash-layer` (one CSA layer at V4-Flash's full width: d 4096, 64
+//             heads, 256 experts; official numerics, fp8 / fp4 cache): equal greedy tokens over
+//             chunked prefill + greedy decode steps, logits within a stated bound.
+// Without a GPU: SKIP (exit 77).
+// Usage: cuda_e2e [--emulate] [--preset NAME]... [--keep-models DIR] [--json PATH]
+//   --preset picks tier-5 cases (default: every case on a GPU; tiny, tiny-fp8 and flash-shape with
+//   --emulate, whose flash-layer run — single-threaded host loops over 3.6 GB — is a manual command).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -23,6 +28,7 @@
 #include "engine/cpu_executor.h"
 #include "model/make_model.h"
 #include "model/safetensors.h"
+#include "generated_checkpoint.h"
 #include "parity_report.h"
 
 using namespace tandem;
@@ -30,35 +36,11 @@ using tandem::parity::report;
 
 namespace {
 
-struct generated_model {
-    std::filesystem::path dir;
-    explicit generated_model(const std::string& preset) {
-        dir = std::filesystem::temp_directory_path() / ("tandem_cuda_e2e_" + preset + "_" + std::to_string(::getpid()));
-        std::filesystem::remove_all(dir);
-        std::filesystem::create_directories(dir);
-    }
-    ~generated_model() {
-        std::error_code ec;
-        std::filesystem::remove_all(dir, ec);
-    }
-};
-
-status write_preset(const std::string& preset, const std::string& dir) {
-    result<model::model_config> cfg = model::preset_config(preset);
-    if (!cfg) return cfg.error();
-    model::make_model_options opt;
-    opt.seed = 5;
-    opt.bf16 = cfg->torch_dtype == "bfloat16";
-    opt.quantize = cfg->quantization.present;
-    return model::write_random_checkpoint(*cfg, dir, opt);
-}
-
 void phase0(report& rep) {
-    generated_model m("tiny-fp8");
-    status st = write_preset("tiny-fp8", m.dir.string());
-    if (!st) return rep.add("phase0", "generate tiny-fp8", false, st.message());
-    auto ck = model::checkpoint::open_dir(m.dir.string());
-    auto cfg = model::load_model_config((m.dir / "config.json").string());
+    parity::generated_checkpoint m("tiny-fp8", "");
+    if (!m.written()) return rep.add("phase0", "generate tiny-fp8", false, m.written().message());
+    auto ck = model::checkpoint::open_dir(m.dir());
+    auto cfg = model::load_model_config(m.dir() + "/config.json");
     if (!ck || !cfg) return rep.add("phase0", "open tiny-fp8", false, "cannot open the generated checkpoint");
     auto layout = cache::layout_spec::create(*cfg, {cache::kv_dtype::fp8, cache::index_k_dtype::fp4, 256});
     if (!layout) return rep.add("phase0", "layout", false, layout.error().message());
@@ -94,18 +76,42 @@ void phase0(report& rep) {
 // --emulate: the same executor, pool and checks over the kernels' host emulation (CI runs this:
 // it proves the tier-5 harness and the external-arena plumbing, not the GPU).
 bool g_emulate = false;
+std::string g_keep_models;  // --keep-models DIR: checkpoints kept (and reused) under DIR/<preset>
 
-void tier5_preset(report& rep, const std::string& preset, cache::kv_dtype kv, cache::index_k_dtype ik,
-                  model::numerics_mode num) {
+// One tier-5 run: a checkpoint generated from `preset`, its cache dtypes and numerics, and a prompt
+// long enough to engage what the shape has (the sliding window, compressed rows of each ratio).
+struct tier5_case {
+    const char* preset;
+    cache::kv_dtype kv;
+    cache::index_k_dtype ik;
+    model::numerics_mode num;
+    int prompt, chunk, decode_steps;
+    bool emulated_by_default;  // part of the CI run over the host emulation
+};
+// tiny: window 8, CSA rate 4, HCA rate 16, top-4 — 70 tokens engage all. flash-shape / flash-layer:
+// window 128, rates 4 / 128 — 160 tokens pass the window, close 40 CSA windows and one HCA window
+// (top-512 selects every CSA row at this length; selection past 512 rows is tiny's job).
+const tier5_case k_cases[] = {
+    {"tiny", cache::kv_dtype::fp32, cache::index_k_dtype::fp32, model::numerics_mode::hf, 70, 16, 24, true},
+    {"tiny-fp8", cache::kv_dtype::fp8, cache::index_k_dtype::fp4, model::numerics_mode::official, 70, 16, 24, true},
+    {"flash-shape", cache::kv_dtype::fp8, cache::index_k_dtype::fp4, model::numerics_mode::official, 160, 64, 8, true},
+    {"flash-layer", cache::kv_dtype::fp8, cache::index_k_dtype::fp4, model::numerics_mode::official, 160, 64, 8, false},
+};
+
+void tier5_preset(report& rep, const tier5_case& c) {
+    const std::string preset = c.preset;
+    const cache::kv_dtype kv = c.kv;
+    const model::numerics_mode num = c.num;
+    const auto gen0 = std::chrono::steady_clock::now();
     const std::string name = preset + (g_emulate ? ": device executor (host emulation)" : ": CUDA") +
                              " greedy tokens == CPU greedy tokens (" + cache::kv_dtype_name(kv) + " kv, " +
                              (num == model::numerics_mode::hf ? "hf" : "official") + ")";
-    generated_model gm(preset);
-    status st = write_preset(preset, gm.dir.string());
-    if (!st) return rep.add("5", name, false, st.message());
-    auto m = model::model::load(gm.dir.string(), model::model_options{num, 0});
+    parity::generated_checkpoint gm(preset, g_keep_models);
+    if (!gm.written()) return rep.add("5", name, false, gm.written().message());
+    auto m = model::model::load(gm.dir(), model::model_options{num, 0});
     if (!m) return rep.add("5", name, false, m.error().message());
-    auto layout = cache::layout_spec::create((*m)->config(), cache::layout_options{kv, ik, 128});
+    const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - gen0).count();
+    auto layout = cache::layout_spec::create((*m)->config(), cache::layout_options{kv, c.ik, 128});
     if (!layout) return rep.add("5", name, false, layout.error().message());
     const cache::pool_options po{int64_t{256} << 20, 2};
     auto host_pool = cache::page_pool::create(*layout, po);
@@ -128,14 +134,14 @@ void tier5_preset(report& rep, const std::string& preset, cache::kv_dtype kv, ca
                               [raw](std::byte* d, const std::byte* s, int64_t n) { return raw->upload(d, s, n); }});
     if (!dev_pool) return rep.add("5", name, false, dev_pool.error().message());
     auto dev_seqs = std::make_shared<engine::pool_sequences>(std::move(dev_pool.value()));
-    auto dev = cuda::device_executor::create(std::move(ops.value()), std::move(slab.value()), gm.dir.string(), num, dev_seqs);
+    auto dev = cuda::device_executor::create(std::move(ops.value()), std::move(slab.value()), gm.dir(), num, dev_seqs);
     if (!dev) return rep.add("5", name, false, dev.error().message());
 
     const int32_t vocab = cpu.vocab_size();
     auto a = cpu.new_sequence();
     auto da = (*dev)->new_sequence();
     if (!a || !da || *a != *da) return rep.add("5", name, false, "could not create matching sequences");
-    std::vector<int32_t> prompt(70);
+    std::vector<int32_t> prompt(static_cast<size_t>(c.prompt));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(2 + (i * 7919 + 13) % static_cast<size_t>(vocab - 2));
     double worst = 0, scale = 0, cpu_ms = 0, dev_ms = 0;
     int64_t pos = 0, steps = 0, mismatches = 0;
@@ -175,40 +181,54 @@ void tier5_preset(report& rep, const std::string& preset, cache::kv_dtype kv, ca
             if (l[v] > l[best]) best = v;
         return static_cast<int32_t>(best);
     };
-    for (size_t at = 0; at < prompt.size(); at += 16) {
-        chunk.assign(prompt.begin() + static_cast<int64_t>(at), prompt.begin() + static_cast<int64_t>(std::min(prompt.size(), at + 16)));
-        const bool last = at + 16 >= prompt.size();
+    const size_t step = static_cast<size_t>(c.chunk);
+    for (size_t at = 0; at < prompt.size(); at += step) {
+        chunk.assign(prompt.begin() + static_cast<int64_t>(at), prompt.begin() + static_cast<int64_t>(std::min(prompt.size(), at + step)));
+        const bool last = at + step >= prompt.size();
         if (status r = run(chunk, last ? engine::logits_mode::last : engine::logits_mode::none); !r)
             return rep.add("5", name, false, r.message());
     }
-    for (int i = 0; i < 24; ++i) {
+    for (int i = 0; i < c.decode_steps; ++i) {
         const int32_t want = argmax(co.logits), got = argmax(dout.logits);
         ++steps;
         if (want != got && ++mismatches == 1)
             first_mismatch = " first at step " + std::to_string(i) + ": cpu " + std::to_string(want) + " gpu " + std::to_string(got);
         if (status r = run({want}, engine::logits_mode::last); !r) return rep.add("5", name, false, r.message());
     }
-    char buf[400];
+    char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "%lld greedy steps, %lld token mismatches%s; logits max |cpu-gpu| %.3g (max |logit| %.3g, bound %.3g); "
-                  "decode step %.2f ms device executor vs %.2f ms CPU executor (same run; phase-1 kernels, not a performance figure)",
-                  static_cast<long long>(steps), static_cast<long long>(mismatches), first_mismatch.c_str(), worst, scale,
-                  1e-3 * scale, dev_ms / std::max<int64_t>(steps, 1), cpu_ms / std::max<int64_t>(steps, 1));
+                  "%d-token prompt in chunks of %d, %lld greedy steps, %lld token mismatches%s; logits max |cpu-gpu| %.3g "
+                  "(max |logit| %.3g, bound %.3g); decode step %.2f ms device executor vs %.2f ms CPU executor (same run; "
+                  "phase-1 kernels, not a performance figure); checkpoint %s and loaded in %.1f s",
+                  c.prompt, c.chunk, static_cast<long long>(steps), static_cast<long long>(mismatches), first_mismatch.c_str(),
+                  worst, scale, 1e-3 * scale, dev_ms / std::max<int64_t>(steps, 1), cpu_ms / std::max<int64_t>(steps, 1),
+                  gm.reused() ? "reused" : "generated", gen_s);
     rep.add("5", name, mismatches == 0 && worst <= 1e-3 * scale, buf);
 }
+
+std::vector<std::string> g_presets;  // --preset: empty = the default cases
 
 void tier5(report& rep) {
     const cuda::cuda_capability cap = cuda::cuda_backend_capability();
     if (!cap.forward_ready && !g_emulate)
         return rep.add("5", "tiny: CUDA greedy tokens == CPU greedy tokens", false, "NOT RUN: " + cap.missing);
-    tier5_preset(rep, "tiny", cache::kv_dtype::fp32, cache::index_k_dtype::fp32, model::numerics_mode::hf);
-    tier5_preset(rep, "tiny-fp8", cache::kv_dtype::fp8, cache::index_k_dtype::fp4, model::numerics_mode::official);
+    for (const std::string& p : g_presets)
+        if (std::none_of(std::begin(k_cases), std::end(k_cases), [&](const tier5_case& c) { return p == c.preset; }))
+            rep.add("5", p, false, "no tier-5 case for preset '" + p + "' (tiny, tiny-fp8, flash-shape, flash-layer)");
+    for (const tier5_case& c : k_cases) {
+        const bool asked = std::find(g_presets.begin(), g_presets.end(), c.preset) != g_presets.end();
+        if (g_presets.empty() ? (!g_emulate || c.emulated_by_default) : asked) tier5_preset(rep, c);
+    }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) g_emulate |= std::string(argv[i]) == "--emulate";
+    for (int i = 1; i < argc; ++i) {
+        g_emulate |= std::strcmp(argv[i], "--emulate") == 0;
+        if (std::strcmp(argv[i], "--preset") == 0 && i + 1 < argc) g_presets.emplace_back(argv[++i]);
+        if (std::strcmp(argv[i], "--keep-models") == 0 && i + 1 < argc) g_keep_models = argv[++i];
+    }
     report rep;
     if (g_emulate) {
         std::printf("host emulation of the CUDA kernels (no GPU involved)\n");
@@ -220,7 +240,7 @@ int main(int argc, char** argv) {
             return 77;
         }
         std::printf("GPUs: %s\n", info.devices.c_str());
-        phase0(rep);
+        if (g_presets.empty()) phase0(rep);  // once per check: not again for a --preset run
         tier5(rep);
     }
     rep.write_json(parity::json_path_arg(argc, argv), "cuda_e2e");
