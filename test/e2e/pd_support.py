@@ -464,9 +464,14 @@ def start_prefill(start_tandem, *extra, port=0, dtypes=("fp8", "fp8")):
 
 
 def start_decode(start_tandem, prefill_port, *extra, dtypes=("fp8", "fp8")):
+    # The transfer deadline is a 10-minute hang guard here: it judges how long a prefill step
+    # takes (nothing lands before the step ends), so a short one made verdicts depend on machine
+    # speed — one batched step of 12 jobs took over 5 s beside other work and every job failed
+    # 504. Peer loss in these tests is the socket's or the heartbeats' verdict; a test of the
+    # deadline passes its own `transport.transfer_timeout_ms`.
     d = start_tandem(*cache_args(*dtypes), *pd_args(
         "tcp", role="decode", peers=peers_value(prefill_port), reconnect_min_ms=50,
-        reconnect_max_ms=500, abort_lease_ms=500, transfer_timeout_ms=5000), *extra,
+        reconnect_max_ms=500, abort_lease_ms=500, transfer_timeout_ms=600000), *extra,
         healthy=False)
     return d.wait_listening()
 
