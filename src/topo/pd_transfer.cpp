@@ -98,8 +98,9 @@ status transfer_sender::send(const cache::page_pool& src, std::span<const int64_
         if (!ready) continue;
         // Read through the pool (d2h from a device arena); the checksum covers the bytes read.
         std::vector<std::byte> data(static_cast<size_t>(s.bytes));
-        TANDEM_RETURN_IF_ERROR(src.read_bytes(data.data(), src.arena() + s.src_offset, s.bytes)
-                                   .with_context(fmt::format("request {}: reading the prefill pool", job.request_id)));
+        // Contexts are formatted only on failure: this runs for every span of every transfer.
+        if (status read = src.read_bytes(data.data(), src.arena() + s.src_offset, s.bytes); !read)
+            return read.with_context(fmt::format("request {}: reading the prefill pool", job.request_id));
         sums_[k] = XXH3_64bits(data.data(), data.size());
         sent_[k] = 1;
         ++sent_count_;
@@ -155,12 +156,12 @@ status land(cache::page_pool& pool, std::byte* dst, const std::vector<std::byte>
             uint64_t checksum, const char* what, uint64_t request_id, int32_t layer,
             const char* kind) {
     const int64_t n = static_cast<int64_t>(data.size());
-    TANDEM_RETURN_IF_ERROR(pool.write_bytes(dst, data.data(), n)
-                               .with_context(fmt::format("{} of request {} layer {} {}", what, request_id, layer, kind)));
+    if (status wrote = pool.write_bytes(dst, data.data(), n); !wrote)
+        return wrote.with_context(fmt::format("{} of request {} layer {} {}", what, request_id, layer, kind));
     if (pool.host_addressable()) return status::ok();
     std::vector<std::byte> landed(data.size());
-    TANDEM_RETURN_IF_ERROR(pool.read_bytes(landed.data(), dst, n)
-                               .with_context(fmt::format("{} of request {}: reading back", what, request_id)));
+    if (status read = pool.read_bytes(landed.data(), dst, n); !read)
+        return read.with_context(fmt::format("{} of request {}: reading back", what, request_id));
     if (XXH3_64bits(landed.data(), landed.size()) == checksum) return status::ok();
     return make_error(error_code::data_loss,
                       fmt::format("{} of request {} layer {} {}: checksum mismatch after the bytes "
