@@ -40,6 +40,10 @@ void dots(const float* q, const float* const* keys, int64_t count, int64_t n, fl
 
 void axpy(float a, const float* x, float* y, int64_t n) { detail::active_kernels().axpy(a, x, y, n); }
 
+void axpys(const float* a, const float* const* x, int64_t count, float* y, int64_t n) {
+    detail::active_kernels().axpys(a, x, count, y, n);
+}
+
 namespace {
 
 // Work unit of a linear: a block of output columns over a tile of rows. The block's weights (a

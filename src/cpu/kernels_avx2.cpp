@@ -349,10 +349,35 @@ TANDEM_AVX2 void axpy_avx2(float a, const float* x, float* y, int64_t n) {
     }
 }
 
+// y[i] = (…((y[i] + a0·x0[i]) + a1·x1[i]) + …), each product and each sum rounded, as count
+// axpy_avx2 calls. 64 elements of y (eight registers: eight independent add chains) stay in
+// registers while every x streams past, then the next 64; the rest go through axpy_avx2 per x,
+// whose per-element operations are the same.
+TANDEM_AVX2 void axpys_avx2(const float* a, const float* const* x, int64_t count, float* y, int64_t n) {
+    constexpr int V = 8;
+    int64_t i = 0;
+    for (; i + 8 * V <= n; i += 8 * V) {
+        __m256 acc[V];
+        for (int v = 0; v < V; ++v) acc[v] = _mm256_loadu_ps(y + i + 8 * v);
+        for (int64_t j = 0; j < count; ++j) {
+            const __m256 av = _mm256_set1_ps(a[j]);
+            const float* xj = x[j] + i;
+            for (int v = 0; v < V; ++v) {
+                __m256 p = _mm256_mul_ps(av, _mm256_loadu_ps(xj + 8 * v));
+                __asm__("" : "+x"(p));  // no fma contraction (see axpy_avx2)
+                acc[v] = _mm256_add_ps(acc[v], p);
+            }
+        }
+        for (int v = 0; v < V; ++v) _mm256_storeu_ps(y + i + 8 * v, acc[v]);
+    }
+    if (i < n)
+        for (int64_t j = 0; j < count; ++j) axpy_avx2(a[j], x[j] + i, y + i, n - i);
+}
+
 }  // namespace
 
 const kernel_table* avx2_kernels() {
-    static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2, dots_avx2, axpy_avx2};
+    static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2, dots_avx2, axpy_avx2, axpys_avx2};
     return &t;
 }
 
