@@ -33,6 +33,7 @@ struct kernel_table {
 
 const kernel_table& scalar_kernels();
 const kernel_table* avx2_kernels();  // null when this build has no AVX2 path
+const kernel_table* avx512_kernels();  // AVX2's with an AVX-512F tile; null without the AVX2 path
 const kernel_table& active_kernels();
 
 }  // namespace tandem::cpu::detail
