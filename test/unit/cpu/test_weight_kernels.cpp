@@ -217,6 +217,43 @@ TEST_CASE("cpu weights: stored forms match their fp32 expansion bitwise, any bat
     }
 }
 
+TEST_CASE("cpu weights: the AVX-512 tile's page-strided output groups give the scalar bits, any block") {
+    // Rows shorter than 4 KB are read in groups of outputs one page apart (kernels_avx2.cpp,
+    // pairs_across_outputs): blocks that start mid-matrix, hold several such groups and end in
+    // a remainder must still write every output once, at its own place, with the scalar bits.
+    if (!avx512_cpu()) return;
+    const auto& scalar = detail::scalar_kernels();
+    const auto* avx512 = detail::avx512_kernels();
+    struct form_case {
+        weight_form form;
+        scale_form scale;
+        int64_t block;
+    };
+    const form_case cases[] = {{weight_form::f32, scale_form::none, 1}, {weight_form::bf16, scale_form::none, 1},
+                               {weight_form::f16, scale_form::none, 1}, {weight_form::fp8_e4m3, scale_form::e8m0, 128},
+                               {weight_form::fp4_e2m1, scale_form::e8m0, 32}};
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd;
+    const int64_t out = 700, cols = 256;  // row bytes 1 KB (f32) down to 128 B (fp4): 4–32 rows a page
+    for (const auto& fc : cases) {
+        stored s = make_stored(fc.form, fc.scale, out, cols, fc.block, 77);
+        for (int64_t rows : {2, 3, 4, 5, 8, 11}) {
+            std::vector<float> x(static_cast<size_t>(rows * cols));
+            for (auto& v : x) v = nd(rng);
+            for (auto [o0, o1] : {std::pair<int64_t, int64_t>{0, out}, {13, 611}, {192, 384}}) {
+                CAPTURE(weight_form_name(fc.form));
+                CAPTURE(rows);
+                CAPTURE(o0);
+                const int64_t ys = o1 - o0 + 5;  // a sentinel gap after each row's outputs
+                std::vector<float> want(static_cast<size_t>(rows * ys), -7.0f), got(want.size(), -7.0f);
+                scalar.tile(x.data(), cols, rows, s.m, o0, o1, want.data(), ys);
+                avx512->tile(x.data(), cols, rows, s.m, o0, o1, got.data(), ys);
+                CHECK(same_bits(got.data(), want.data(), got.size()));
+            }
+        }
+    }
+}
+
 TEST_CASE("cpu weights: a linear_group gives each job the bits of its own linear, any thread count") {
     // Jobs of every form, row counts from 1 (a decode row routed to an expert) to 70 (more than
     // one row tile), some empty, outputs written at strides inside shared buffers.
