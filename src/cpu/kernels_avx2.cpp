@@ -544,7 +544,8 @@ const kernel_table* avx2_kernels() {
     return &t;
 }
 
-// The AVX2 table with the AVX-512 tile (rows ≥ 2); dot, dots and the axpys stay AVX2.
+// The AVX2 table with the AVX-512 tile (rows ≥ 2) and 1-row FP4/FP8 GEMV (gemv_avx512.cpp); dot, dots and the
+// axpys stay AVX2.
 const kernel_table* avx512_kernels() {
     static const kernel_table t{"avx512f+fma", tile_avx512, dot_avx2, dots_avx2, axpy_avx2, axpys_avx2};
     return &t;
