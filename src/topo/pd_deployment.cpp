@@ -9,6 +9,7 @@
 #include "topo/model_identity.h"
 #include "topo/pd_decode.h"
 #include "topo/pd_faults.h"
+#include "topo/pd_holds.h"
 #include "topo/pd_metrics_text.h"
 #include "topo/pd_prefill.h"
 #include "transport/tcp.h"
@@ -18,8 +19,9 @@ namespace tandem::topo {
 namespace {
 
 // backend.device is resolved by then (api/serve.cpp): both engines run on the chosen backend.
-// A device engine's pool is in the device space; the transfer code reads and writes it only
-// through page_pool::read_bytes/write_bytes, so inproc and tcp carry its pages unchanged.
+// A device engine's pool is in the device space; the transfer code reaches it only through the
+// pool's read/write/copy/checksum, so tcp carries its pages through the host and inproc copies
+// them device to device (one_device below).
 result<engine::cpu_engine_parts> make_parts(const config& cfg, uint64_t model_fingerprint,
                                             std::shared_ptr<heartbeat> copy_beat) {
     if (cfg.backend.device == "cuda") return cuda::make_device_engine_parts(cfg, model_fingerprint, std::move(copy_beat));
@@ -28,6 +30,7 @@ result<engine::cpu_engine_parts> make_parts(const config& cfg, uint64_t model_fi
 
 struct prefill_side {
     std::shared_ptr<engine::pool_sequences> seqs;
+    std::shared_ptr<span_holds> holds;  // pd on one device only
     std::unique_ptr<engine::scheduler> sched;
     std::unique_ptr<pd_endpoint> endpoint;
     std::unique_ptr<prefill_server> server;
@@ -44,6 +47,11 @@ struct decode_side {
     std::unique_ptr<transport::transport> transport;
 };
 
+// pd on one device: both engines in this process (inproc) with their pools in one device space.
+// History pages then move device to device (PAGE_SPAN): the prefill side names them and holds them,
+// the decode side copies and verifies them with the device XXH3 (pd_holds.h, pd_transfer.h).
+bool one_device(const config& cfg) { return cfg.transport.kind == "inproc" && cfg.backend.device == "cuda"; }
+
 result<prefill_side> build_prefill(const config& cfg, const model_identity& model,
                                    liveness_registry& liveness) {
     // The prefill engine keeps the prefix cache: a hit computes only the suffix, and the decode
@@ -58,15 +66,22 @@ result<prefill_side> build_prefill(const config& cfg, const model_identity& mode
         engine::scheduler_options_from(cfg, liveness.add("prefill scheduler"));
     so.verify = {};  // the decode side checks whole requests (prompt state included)
     so.prefix = parts->prefix;
+    if (one_device(cfg)) {
+        // A hold outlives the decode side's own transfer deadline and abort lease: only a wedged
+        // decode side lets it run out.
+        p.holds = std::make_shared<span_holds>(p.seqs, cfg.transport.transfer_timeout_ms + cfg.transport.abort_lease_ms);
+        so.service = p.holds;
+    }
     p.sched = std::make_unique<engine::scheduler>(std::move(parts->executor),
                                                   std::move(parts->cap), std::move(so));
     p.endpoint = std::make_unique<pd_endpoint>(pd_role::prefill, p.seqs->pool().layout(), model);
-    p.server = std::make_unique<prefill_server>(*p.sched, p.seqs, cfg.model.path);
+    p.server = std::make_unique<prefill_server>(*p.sched, p.seqs, cfg.model.path, p.holds);
     return p;
 }
 
 result<decode_side> build_decode(const config& cfg, const model_identity& model,
-                                 liveness_registry& liveness) {
+                                 liveness_registry& liveness,
+                                 std::shared_ptr<engine::pool_sequences> span_source) {
     config decode_cfg = cfg;
     decode_cfg.cache.prefix_cache = false;  // no decode-side cache yet (README: pd topology)
     result<engine::cpu_engine_parts> parts = make_parts(decode_cfg, 0, nullptr);
@@ -76,9 +91,13 @@ result<decode_side> build_decode(const config& cfg, const model_identity& model,
     result<std::optional<landed_corruption>> corrupt =
         parse_landed_corruption(cfg.verify.fault_corrupt_kind);
     if (!corrupt) return corrupt.error();
+    if (span_source && !d.seqs->pool().can_copy_from(span_source->pool())) {
+        return make_error(error_code::internal,
+                          "pd on one device: the decode pool cannot copy from the prefill pool (not one device space)");
+    }
     d.link = std::make_shared<decode_link>(
         d.seqs, decode_link_options{cfg.transport.transfer_timeout_ms,
-                                    cfg.transport.abort_lease_ms, *corrupt});
+                                    cfg.transport.abort_lease_ms, *corrupt, std::move(span_source)});
     engine::scheduler_options so =
         engine::scheduler_options_from(cfg, liveness.add("decode scheduler"));
     so.remote = d.link;
@@ -183,7 +202,7 @@ result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
         p = std::move(built.value());
     }
     if (role != "prefill") {
-        auto built = build_decode(cfg, *model, liveness);
+        auto built = build_decode(cfg, *model, liveness, p && p->holds ? p->seqs : nullptr);
         if (!built) return built.error();
         d = std::move(built.value());
     }
