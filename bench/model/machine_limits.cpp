@@ -1,6 +1,8 @@
 // bench/model/machine_limits.cpp — see machine_limits.h.
 #include "machine_limits.h"
 
+#include "cpu/kernels.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -42,6 +44,21 @@ BENCH_AVX2 float fma_chains_avx2(int64_t iters, float seed) {
     float out[8];
     _mm256_storeu_ps(out, s);
     return out[0] + out[7];
+}
+
+// The same with 512-bit FMAs, for machines whose kernels run the AVX-512 tile (kernel_isa()
+// "avx512f+fma"): a peak measured with ymm chains would be half what such a core can do.
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iters, float seed) {
+    __m512 acc[k_chains];
+    for (int c = 0; c < k_chains; ++c) acc[c] = _mm512_set1_ps(seed * float(c + 1));
+    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+    for (int64_t i = 0; i < iters; ++i)
+        for (int c = 0; c < k_chains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+    __m512 s = acc[0];
+    for (int c = 1; c < k_chains; ++c) s = _mm512_add_ps(s, acc[c]);
+    float out[16];
+    _mm512_storeu_ps(out, s);
+    return out[0] + out[15];
 }
 
 BENCH_AVX2 double sum_avx2(const float* p, int64_t n) {
@@ -129,15 +146,23 @@ double cpu_clock_hz(std::string* source) {
 fma_peak_result measure_fma_peak(cpu::thread_pool& pool) {
     fma_peak_result r;
     const bool avx2 = have_avx2();
-    r.isa = avx2 ? "avx2+fma" : "scalar";
+    // The peak of the instruction set the kernels run: ymm chains for the AVX2 table, zmm chains
+    // when the AVX-512 tile is active (twice the lanes; on a core with one 512-bit FMA pipe the
+    // measured figure shows it).
+    const bool avx512 = avx2 && std::strncmp(cpu::kernel_isa(), "avx512", 6) == 0;
+    r.isa = avx512 ? "avx512f+fma" : avx2 ? "avx2+fma" : "scalar";
     const int threads = pool.size();
     const int64_t iters = avx2 ? 40'000'000 : 10'000'000;
-    const int lanes = avx2 ? 8 : 1;
+    const int lanes = avx512 ? 16 : avx2 ? 8 : 1;
     std::vector<float> sink(static_cast<size_t>(threads) * 16, 0.0f);
     for (int round = 0; round < 3; ++round) {
         auto t0 = clock_type::now();
         on_every_thread(threads, [&](int t) {
 #ifdef BENCH_AVX2
+            if (avx512) {
+                sink[static_cast<size_t>(t * 16)] += fma_chains_avx512(iters, 1.0f + float(t));
+                return;
+            }
             if (avx2) {
                 sink[static_cast<size_t>(t * 16)] += fma_chains_avx2(iters, 1.0f + float(t));
                 return;
@@ -153,7 +178,10 @@ fma_peak_result measure_fma_peak(cpu::thread_pool& pool) {
     if (guard == 0) std::abort();
     std::string source;
     const double hz = cpu_clock_hz(&source);
-    const int pipes = 2;  // 256-bit FMA pipes per core: Zen 2/3/4, Haswell and later
+    // FMA pipes per core: two 256-bit ones on Zen 2/3/4, Haswell and later; two 512-bit ones on
+    // the Xeons this AVX-512 tile was written for (Zen 4 has none: its zmm FMAs are double-pumped,
+    // which the measured figure shows).
+    const int pipes = 2;
     if (hz > 0) {
         r.theoretical_flops = double(threads) * lanes * pipes * 2.0 * hz;
         r.theoretical_formula = fmt::format("{} threads × {} lanes × {} FMA pipes × 2 × {:.2f} GHz ({})", threads,

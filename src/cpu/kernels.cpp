@@ -20,8 +20,12 @@ const kernel_table& active_kernels() {
 #if defined(__x86_64__) && defined(__GNUC__)
         __builtin_cpu_init();
         if (avx2_kernels() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-            __builtin_cpu_supports("f16c"))
+            __builtin_cpu_supports("f16c")) {
+            // TANDEM_CPU_KERNELS=avx2 keeps AVX-512 machines on the AVX2 tile (A/B runs).
+            const bool avx2_only = force && std::strcmp(force, "avx2") == 0;
+            if (!avx2_only && avx512_kernels() && __builtin_cpu_supports("avx512f")) return *avx512_kernels();
             return *avx2_kernels();
+        }
 #endif
         return scalar_kernels();
     }();
@@ -39,6 +43,10 @@ void dots(const float* q, const float* const* keys, int64_t count, int64_t n, fl
 }
 
 void axpy(float a, const float* x, float* y, int64_t n) { detail::active_kernels().axpy(a, x, y, n); }
+
+void axpys(const float* a, const float* const* x, int64_t count, float* y, int64_t n) {
+    detail::active_kernels().axpys(a, x, count, y, n);
+}
 
 namespace {
 

@@ -30,6 +30,11 @@ void dots(const float* q, const float* const* keys, int64_t count, int64_t n, fl
 // plain C++ loop it replaces give the same bits.
 void axpy(float a, const float* x, float* y, int64_t n);
 
+// axpy(a[j], x[j], y, n) for j = 0, 1, …, count − 1, in that order, so bitwise the same sums;
+// y stays in registers across the j loop instead of being loaded and stored once per j (the
+// attention core's weighted sum of values: one store per element instead of one per key).
+void axpys(const float* a, const float* const* x, int64_t count, float* y, int64_t n);
+
 // y[r, o] = Σ_i x[r, i] · w(o, i) for r < rows, o < w.rows (PyTorch nn.Linear layout: w is
 // [out, in]). x has `rows` rows of stride `x_stride` (≥ w.cols), y rows of stride `y_stride`.
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,

@@ -27,10 +27,13 @@ struct kernel_table {
     void (*dots)(const float* q, const float* const* keys, int64_t count, int64_t n, float* out);
     // y[i] = y[i] + a·x[i]: a rounded product, then a rounded sum (no fma), per element.
     void (*axpy)(float a, const float* x, float* y, int64_t n);
+    // axpy(a[j], x[j], y, n) for j = 0, 1, …, count − 1 in that order: the same bits.
+    void (*axpys)(const float* a, const float* const* x, int64_t count, float* y, int64_t n);
 };
 
 const kernel_table& scalar_kernels();
 const kernel_table* avx2_kernels();  // null when this build has no AVX2 path
+const kernel_table* avx512_kernels();  // AVX2's with an AVX-512F tile; null without the AVX2 path
 const kernel_table& active_kernels();
 
 }  // namespace tandem::cpu::detail

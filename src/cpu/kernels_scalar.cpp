@@ -31,6 +31,10 @@ void axpy_reference(float a, const float* x, float* y, int64_t n) {
     }
 }
 
+void axpys_reference(const float* a, const float* const* x, int64_t count, float* y, int64_t n) {
+    for (int64_t j = 0; j < count; ++j) axpy_reference(a[j], x[j], y, n);
+}
+
 void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                     float* y, int64_t y_stride) {
     std::vector<float> row(static_cast<size_t>(w.cols));
@@ -43,7 +47,7 @@ void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight
 }  // namespace
 
 const kernel_table& scalar_kernels() {
-    static const kernel_table t{"scalar", tile_reference, dot_reference, dots_reference, axpy_reference};
+    static const kernel_table t{"scalar", tile_reference, dot_reference, dots_reference, axpy_reference, axpys_reference};
     return t;
 }
 

@@ -348,7 +348,8 @@ private:
                 for (size_t j = 0; j < keys.size(); ++j) denom += (logit[j] = std::exp(logit[j] - mx));
                 denom += std::exp(sink - mx);
                 float* oh = &o_[i * D_];
-                for (size_t j = 0; j < keys.size(); ++j) cpu::axpy(logit[j] / denom, keys[j], oh, D_);
+                for (size_t j = 0; j < keys.size(); ++j) logit[j] = logit[j] / denom;
+                cpu::axpys(logit.data(), keys.data(), static_cast<int64_t>(keys.size()), oh, D_);
                 rope_.apply(oh + N_, t, true);  // K = V carried RoPE at the key position: undo at the query's
             }
         });

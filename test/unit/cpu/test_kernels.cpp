@@ -113,3 +113,36 @@ TEST_CASE("cpu: attention's dots and axpy give the reference bits on every instr
         }
     }
 }
+
+TEST_CASE("cpu: axpys gives the bits of one axpy per x in order, on every instruction set") {
+    const auto* avx2 = tandem::cpu::detail::avx2_kernels();
+    const auto& scalar = tandem::cpu::detail::scalar_kernels();
+    std::mt19937 rng(12);
+    std::normal_distribution<float> nd;
+    for (int64_t n : {1, 7, 64, 100, 128, 200, 512}) {
+        for (int64_t count : {0, 1, 3, 9, 70}) {
+            CAPTURE(n);
+            CAPTURE(count);
+            std::vector<float> xs(static_cast<size_t>(n * count)), a(static_cast<size_t>(count)),
+                y0(static_cast<size_t>(n));
+            for (auto& v : xs) v = nd(rng);
+            for (auto& v : a) v = nd(rng);
+            for (auto& v : y0) v = nd(rng);
+            std::vector<const float*> x;
+            for (int64_t j = 0; j < count; ++j) x.push_back(&xs[j * n]);
+            std::vector<float> want = y0;
+            for (int64_t j = 0; j < count; ++j) scalar.axpy(a[j], x[j], want.data(), n);
+            std::vector<float> got = y0;
+            axpys(a.data(), x.data(), count, got.data(), n);
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+            got = y0;
+            scalar.axpys(a.data(), x.data(), count, got.data(), n);
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+            if (avx2) {
+                got = y0;
+                avx2->axpys(a.data(), x.data(), count, got.data(), n);
+                CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+            }
+        }
+    }
+}

@@ -131,6 +131,17 @@ TEST_CASE("cpu weights: every stored code decodes exactly") {
     }
 }
 
+// Whether this CPU can run the AVX-512 table (a test must not call it where it would fault).
+static bool avx512_cpu() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return tandem::cpu::detail::avx512_kernels() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+    return false;
+#endif
+}
+
 TEST_CASE("cpu weights: stored forms match their fp32 expansion bitwise, any batch, thread count or ISA") {
     struct form_case {
         weight_form form;
@@ -143,6 +154,7 @@ TEST_CASE("cpu weights: stored forms match their fp32 expansion bitwise, any bat
                                {weight_form::fp4_e2m1, scale_form::e8m0, 32}};
     thread_pool one(1), two(2), three(3);
     const auto* avx2 = detail::avx2_kernels();
+    const auto* avx512 = detail::avx512_kernels();
     const auto& scalar = detail::scalar_kernels();
     std::mt19937 rng(9);
     std::normal_distribution<float> nd;
@@ -168,6 +180,16 @@ TEST_CASE("cpu weights: stored forms match their fp32 expansion bitwise, any bat
             if (avx2) {
                 avx2->tile(x.data(), cols, rows, s.m, 0, out, other.data(), out);
                 CHECK(same_bits(batched.data(), other.data(), batched.size()));
+            }
+            // The AVX-512 tile (row pairs in one register) where the CPU has it; 1 and 2 rows too.
+            if (avx512_cpu()) {
+                avx512->tile(x.data(), cols, rows, s.m, 0, out, other.data(), out);
+                CHECK(same_bits(batched.data(), other.data(), batched.size()));
+                for (int64_t few : {1, 2, 3}) {
+                    std::vector<float> part(static_cast<size_t>(few * out));
+                    avx512->tile(x.data(), cols, few, s.m, 0, out, part.data(), out);
+                    CHECK(same_bits(batched.data(), part.data(), part.size()));
+                }
             }
             // A row alone, and a slice of the outputs, give the bits it gets in the batch.
             for (int64_t r = 0; r < rows; ++r) {
