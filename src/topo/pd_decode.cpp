@@ -73,6 +73,7 @@ pd_handlers decode_link::handlers() {
     };
     h.on_page_write = message;
     if (opt_.span_source) h.on_page_span = message;
+    if (buffers_) h.on_page_buffer = message;
     h.on_state_write = message;
     h.on_done = message;
     h.on_failed = message;
@@ -81,9 +82,10 @@ pd_handlers decode_link::handlers() {
     return h;
 }
 
-void decode_link::attach(transport::transport* t, const pd_endpoint* endpoint) {
+void decode_link::attach(transport::transport* t, const pd_endpoint* endpoint, transport::buffer_channel* buffers) {
     transport_ = t;
     endpoint_ = endpoint;
+    buffers_ = buffers;
 }
 
 void decode_link::set_wake(std::function<void()> wake) {
@@ -196,7 +198,7 @@ void decode_link::release(engine::request_id id, engine::sequence_id sequence,
 }
 
 void decode_link::release_spans(uint64_t id, transfer& t) {
-    if (!opt_.span_source || t.spans_released) return;
+    if ((!opt_.span_source && !buffers_) || t.spans_released) return;
     t.spans_released = true;
     (void)endpoint_->send(*transport_, t.peer, spans_released_msg{id});
 }
@@ -237,6 +239,8 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
         apply_write(in.peer, *s, static_cast<int64_t>(s->data.size()), out);
     } else if (auto* sp = std::get_if<page_span_msg>(&in.msg)) {
         apply_write(in.peer, *sp, sp->bytes, out);
+    } else if (auto* b = std::get_if<page_buffer_msg>(&in.msg)) {
+        apply_buffer(in.peer, *b, out);
     } else if (auto* d = std::get_if<prefill_done_msg>(&in.msg)) {
         on_done(in.peer, *d, out);
     } else if (auto* f = std::get_if<prefill_failed_msg>(&in.msg)) {
@@ -284,6 +288,26 @@ void decode_link::apply_write(transport::peer_id peer, const W& w, int64_t bytes
     }
     if (st.is_ok() && opt_.corrupt_landed) corrupt_landed(pool, *opt_.corrupt_landed, w);
     on_write_result(w.request_id, *t, before, st, out);
+}
+
+// Every PAGE_BUFFER gets exactly one receive or discard on its peer's channel, applied or not:
+// the channel matches buffers by order, so skipping one would land every later buffer wrongly.
+void decode_link::apply_buffer(transport::peer_id peer, const page_buffer_msg& w,
+                               std::vector<engine::remote_prefill_result>& out) {
+    bool consumed = false;
+    transfer* t = find(w.request_id, peer);
+    if (t != nullptr && !t->reported) {
+        cache::page_pool& pool = seqs_->pool();
+        c_.bytes.fetch_add(w.bytes);
+        t->progress_ms = monotonic_ms();
+        const receive_stats before = t->tracker->stats();
+        const status st = t->tracker->apply(pool, w, *buffers_, peer, opt_.transfer_timeout_ms, &consumed);
+        if (st.is_ok()) c_.spans.fetch_add(1), c_.span_bytes.fetch_add(w.bytes);
+        on_write_result(w.request_id, *t, before, st, out);
+    }
+    if (!consumed && buffers_->discard_buffer(peer, w.bytes).is_ok()) {
+        (void)buffers_->flush(peer, opt_.transfer_timeout_ms);  // a broken channel fails the next write
+    }
 }
 
 void decode_link::on_write_result(uint64_t id, transfer& t, const receive_stats& before,

@@ -65,10 +65,11 @@ class decode_link final : public engine::remote_prefill {
     decode_link(std::shared_ptr<engine::pool_sequences> seqs, decode_link_options opt);
     ~decode_link() override;
 
-    // The handlers to give pd_endpoint::events, then the transport once it exists. The
-    // transport must be stopped before this object is destroyed.
+    // The transport once it exists, then the handlers to give pd_endpoint::events. The
+    // transport must be stopped before this object is destroyed. `buffers` (transport.kind =
+    // "nccl"): the channel PAGE_BUFFER bytes arrive on; null: PAGE_BUFFER is not accepted.
     pd_handlers handlers();
-    void attach(transport::transport* t, const pd_endpoint* endpoint);
+    void attach(transport::transport* t, const pd_endpoint* endpoint, transport::buffer_channel* buffers = nullptr);
 
     void set_wake(std::function<void()> wake) override;
     std::optional<std::string> unavailable() const override;
@@ -121,6 +122,8 @@ class decode_link final : public engine::remote_prefill {
     void release_spans(uint64_t id, transfer& t);
     template <typename W> void apply_write(transport::peer_id peer, const W& w, int64_t bytes,
                                            std::vector<engine::remote_prefill_result>& out);
+    void apply_buffer(transport::peer_id peer, const page_buffer_msg& w,
+                      std::vector<engine::remote_prefill_result>& out);
     transfer* find(uint64_t id, transport::peer_id peer);
     std::optional<transport::peer_id> pick_peer() const;
     void publish();
@@ -129,6 +132,7 @@ class decode_link final : public engine::remote_prefill {
     decode_link_options opt_;
     transport::transport* transport_ = nullptr;
     const pd_endpoint* endpoint_ = nullptr;
+    transport::buffer_channel* buffers_ = nullptr;
 
     // Shared with transport threads.
     mutable std::mutex mu_;

@@ -34,6 +34,7 @@ struct pd_handlers {
     // Decode role receives the results.
     std::function<void(transport::peer_id, page_write_msg&&)> on_page_write;
     std::function<void(transport::peer_id, page_span_msg&&)> on_page_span;  // null: not accepted
+    std::function<void(transport::peer_id, page_buffer_msg&&)> on_page_buffer;  // null: not accepted
     std::function<void(transport::peer_id, state_write_msg&&)> on_state_write;
     std::function<void(transport::peer_id, prefill_done_msg&&)> on_done;
     std::function<void(transport::peer_id, prefill_failed_msg&&)> on_failed;

@@ -47,9 +47,10 @@ pd_handlers prefill_server::handlers() {
     return h;
 }
 
-void prefill_server::attach(transport::transport* t, const pd_endpoint* endpoint) {
+void prefill_server::attach(transport::transport* t, const pd_endpoint* endpoint, transport::buffer_channel* buffers) {
     transport_ = t;
     endpoint_ = endpoint;
+    buffers_ = buffers;
 }
 
 status prefill_server::send(transport::peer_id peer, const pd_message& m) {
@@ -172,6 +173,7 @@ status prefill_server::ship(job& j, engine::sequence_id seq, int64_t computed, b
         if (auto* w = std::get_if<page_write_msg>(&m)) bytes += static_cast<int64_t>(w->data.size());
         if (auto* w = std::get_if<state_write_msg>(&m)) bytes += static_cast<int64_t>(w->data.size());
         if (auto* w = std::get_if<page_span_msg>(&m)) named += w->bytes, ++spans;
+        if (auto* w = std::get_if<page_buffer_msg>(&m)) named += w->bytes, ++spans;
         return send(j.peer, m);
     };
     if (!j.sender) {
@@ -180,6 +182,11 @@ status prefill_server::ship(job& j, engine::sequence_id seq, int64_t computed, b
             naming = span_naming{[this, peer = j.peer, id = j.msg.request_id](cache::page_ref p) {
                 holds_->hold(peer, id, p);
             }};
+            if (buffers_) {
+                naming->send_buffer = [this, peer = j.peer](const std::byte* src, int64_t n) {
+                    return buffers_->send_buffer(peer, src, n);
+                };
+            }
         }
         j.sender = std::make_unique<transfer_sender>(j.msg, std::move(naming));
     }

@@ -51,7 +51,9 @@ class prefill_server {
                    std::string model_dir, std::shared_ptr<span_holds> holds = nullptr);
 
     pd_handlers handlers();
-    void attach(transport::transport* t, const pd_endpoint* endpoint);
+    // `buffers` (transport.kind = "nccl", with holds): history spans are posted there and
+    // announced by PAGE_BUFFER instead of named by PAGE_SPAN.
+    void attach(transport::transport* t, const pd_endpoint* endpoint, transport::buffer_channel* buffers = nullptr);
     pd_prefill_metrics metrics() const;
 
   private:
@@ -84,6 +86,7 @@ class prefill_server {
     std::shared_ptr<span_holds> holds_;
     transport::transport* transport_ = nullptr;
     const pd_endpoint* endpoint_ = nullptr;
+    transport::buffer_channel* buffers_ = nullptr;
 
     mutable std::mutex mu_;
     std::map<job_key, std::shared_ptr<job>> jobs_;

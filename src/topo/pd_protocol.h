@@ -46,6 +46,7 @@ enum class pd_kind : uint16_t {
     prefill_failed = 22,
     page_span = 23,      // pd on one device: a PAGE_WRITE naming its source bytes (never on tcp)
     spans_released = 24,
+    page_buffer = 25,    // transport.kind = "nccl": a PAGE_WRITE whose bytes follow on the buffer channel
 };
 const char* pd_kind_name(uint16_t kind);  // "unknown" for kinds outside the enum
 
@@ -129,6 +130,18 @@ struct page_span_msg {
     int64_t src_offset = 0;  // from the prefill pool's arena base
     int64_t bytes = 0;
 };
+// transport.kind = "nccl": a PAGE_WRITE whose bytes travel on the buffer channel
+// (transport/buffer_channel.h), posted by the sender just BEFORE this frame; the receiver posts
+// exactly one receive (or discard, for a write it refuses) per PAGE_BUFFER, in frame order, then
+// verifies the device XXH3 where the bytes landed. The source page is held as for PAGE_SPAN.
+struct page_buffer_msg {
+    uint64_t request_id = 0;
+    cache::page_ref page;
+    int32_t layer = 0;
+    cache::buffer_kind kind = cache::buffer_kind::compressed_kv;
+    uint64_t checksum = 0;  // XXH3-64 of the bytes, computed on the sender's device
+    int64_t bytes = 0;
+};
 // Decode → prefill: no further copy out of this request's named source spans will be made (its
 // transfer completed, failed or was aborted), so the prefill side may release their holds.
 struct spans_released_msg { uint64_t request_id = 0; };
@@ -178,7 +191,7 @@ struct prefill_failed_msg {
 using pd_message = std::variant<hello_msg, hello_ack_msg, refuse_msg, ping_msg, pong_msg,
                                 prefill_job_msg, page_write_msg, state_write_msg,
                                 prefill_done_msg, abort_msg, abort_ack_msg, prefill_failed_msg,
-                                page_span_msg, spans_released_msg>;
+                                page_span_msg, spans_released_msg, page_buffer_msg>;
 
 // Limits the decoder enforces (beyond "fits in the payload").
 inline constexpr size_t k_max_description_bytes = 4096;

@@ -113,7 +113,11 @@ status transfer_sender::send(const cache::page_pool& src, std::span<const int64_
     return status::ok();
 }
 
-// The span stays where it is: hash it there (device XXH3), hold its page, name it.
+// The span stays where it is: hash it there (device XXH3), hold its page, name it (PAGE_SPAN) or
+// post it on the buffer channel (PAGE_BUFFER). Ordering on a GPU: the hash is a launch on the legacy
+// stream plus a blocking 8-byte download, so it returns only after the forward kernels that wrote
+// the span finished — the copy (D2D on the legacy stream) or NCCL send (its own non-blocking stream)
+// that follows reads final bytes.
 status transfer_sender::send_span(const cache::page_pool& src, const cache::transfer_span& s,
                                   int64_t src_page, size_t k, const emit_fn& emit) {
     result<uint64_t> sum = src.checksum_bytes(src.arena() + s.src_offset, s.bytes);
@@ -123,6 +127,18 @@ status transfer_sender::send_span(const cache::page_pool& src, const cache::tran
     sums_[k] = *sum;
     sent_[k] = 1;
     ++sent_count_;
+    if (naming_->send_buffer) {
+        if (status posted = naming_->send_buffer(src.arena() + s.src_offset, s.bytes); !posted)
+            return posted.with_context(fmt::format("request {}: posting a span on the buffer channel", job_->request_id));
+        page_buffer_msg b;
+        b.request_id = job_->request_id;
+        b.page = s.dst_page;
+        b.layer = s.layer;
+        b.kind = src.layout().buffers()[s.index].kind;
+        b.checksum = *sum;
+        b.bytes = s.bytes;
+        return emit(std::move(b));
+    }
     page_span_msg w;
     w.request_id = job_->request_id;
     w.page = s.dst_page;
@@ -266,6 +282,35 @@ status apply_page_span(cache::page_pool& pool, const cache::page_pool* source, c
     return check_landed(pool, dst, w.bytes, w.checksum, "PAGE_SPAN", w.request_id, w.layer, kind);
 }
 
+status apply_page_buffer(cache::page_pool& pool, transport::buffer_channel& ch, transport::peer_id peer,
+                         int64_t flush_timeout_ms, const page_buffer_msg& w) {
+    const cache::layout_spec& l = pool.layout();
+    const int32_t bi = l.buffer_index(w.layer, w.kind);
+    const char* kind = cache::buffer_kind_name(w.kind);
+    std::byte* dst = bi < 0 || w.bytes > l.buffers()[bi].bytes_per_page ? nullptr : pool.page_bytes_for_write(w.page, bi);
+    // Whatever we decide, the peer's buffer is received (into scratch when refused): the order is the contract.
+    TANDEM_RETURN_IF_ERROR(dst ? ch.recv_buffer(peer, dst, w.bytes) : ch.discard_buffer(peer, w.bytes));
+    if (status flushed = ch.flush(peer, flush_timeout_ms); !flushed)
+        return flushed.with_context(fmt::format("PAGE_BUFFER of request {} layer {} {}", w.request_id, w.layer, kind));
+    if (bi < 0 || w.bytes > l.buffers()[bi].bytes_per_page) {
+        return make_error(error_code::data_loss,
+                          fmt::format("PAGE_BUFFER of request {}: layer {} has no {} buffer of >= {} bytes",
+                                      w.request_id, w.layer, kind, w.bytes));
+    }
+    if (dst == nullptr) {
+        return make_error(error_code::out_of_range,
+                          fmt::format("PAGE_BUFFER of request {} to page {} epoch {} rejected: the page is not "
+                                      "current (stale epoch, freed, sealed or quarantined)",
+                                      w.request_id, w.page.page, w.page.epoch));
+    }
+    result<uint64_t> landed = ch.checksum_device(dst, w.bytes);
+    if (!landed) return landed.error().with_context(fmt::format("PAGE_BUFFER of request {}: hashing the landed bytes", w.request_id));
+    if (*landed == w.checksum) return status::ok();
+    return make_error(error_code::data_loss,
+                      fmt::format("PAGE_BUFFER of request {} layer {} {}: checksum mismatch after the bytes "
+                                  "landed in the device pool ({} bytes)", w.request_id, w.layer, kind, w.bytes));
+}
+
 status apply_state_write(cache::page_pool& pool, const state_write_msg& w) {
     const cache::layout_spec& l = pool.layout();
     const int32_t si = l.state_index(w.layer, w.kind);
@@ -387,6 +432,18 @@ status transfer_tracker::apply(cache::page_pool& pool, const page_span_msg& w, c
     int32_t span = -1;
     TANDEM_RETURN_IF_ERROR(accept_page(pool, w.page, w.layer, w.kind, w.request_id, w.bytes, &span));
     TANDEM_RETURN_IF_ERROR(record(span, w.checksum, apply_page_span(pool, source, w)));
+    ++stats_.spans_copied;
+    return status::ok();
+}
+
+status transfer_tracker::apply(cache::page_pool& pool, const page_buffer_msg& w, transport::buffer_channel& ch,
+                               transport::peer_id peer, int64_t flush_timeout_ms, bool* consumed) {
+    *consumed = false;
+    if (failed()) return failure_;
+    int32_t span = -1;
+    TANDEM_RETURN_IF_ERROR(accept_page(pool, w.page, w.layer, w.kind, w.request_id, w.bytes, &span));
+    *consumed = true;  // apply_page_buffer posts exactly one receive or discard
+    TANDEM_RETURN_IF_ERROR(record(span, w.checksum, apply_page_buffer(pool, ch, peer, flush_timeout_ms, w)));
     ++stats_.spans_copied;
     return status::ok();
 }

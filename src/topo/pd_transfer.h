@@ -25,6 +25,7 @@
 #include "cache/page_pool.h"
 #include "cache/transfer.h"
 #include "topo/pd_protocol.h"
+#include "transport/buffer_channel.h"
 
 namespace tandem::topo {
 
@@ -51,11 +52,16 @@ using emit_fn = std::function<status(pd_message&&)>;
 // pd with both pools in one device space (page_pool::can_copy_from): history spans go as
 // PAGE_SPAN, naming their source bytes, checksummed by the source pool's device XXH3; the state
 // spans (small, and in a slot the next request reuses at once) are still carried as STATE_WRITE.
+//
+// transport.kind = "nccl" is the same with `send_buffer` set: each history span is posted on the
+// buffer channel (before its frame) and announced by a PAGE_BUFFER instead of named.
 struct span_naming {
     // Called once per source page, before the first PAGE_SPAN naming it, on the sender's thread
     // (the source pool's owner): the caller takes a hold so that page is neither freed nor reused
     // until the decode side released the request's spans (pd_holds.h).
     std::function<void(cache::page_ref)> hold;
+    // nccl: posts the span's bytes (in the source pool's device space) to the decode peer.
+    std::function<status(const std::byte* src, int64_t bytes)> send_buffer = {};
 };
 
 class transfer_sender {
@@ -96,6 +102,11 @@ status apply_page_write(cache::page_pool& pool, const page_write_msg& w);
 // current; then a device-to-device copy, and the device XXH3 of the landed bytes must equal the
 // source's checksum (data_loss otherwise: the request fails, never decodes).
 status apply_page_span(cache::page_pool& pool, const cache::page_pool* source, const page_span_msg& w);
+// A PAGE_BUFFER: exactly one receive (into the page) or discard (a refused write) is posted on
+// `ch` for it, whatever happens — the channel matches by order — then flushed; the landed bytes'
+// device XXH3 (the channel's checksum_device) must equal the frame's checksum.
+status apply_page_buffer(cache::page_pool& pool, transport::buffer_channel& ch, transport::peer_id peer,
+                         int64_t flush_timeout_ms, const page_buffer_msg& w);
 status apply_state_write(cache::page_pool& pool, const state_write_msg& w);
 
 struct receive_stats {
@@ -118,6 +129,9 @@ public:
     status apply(cache::page_pool& pool, const page_write_msg& w);
     status apply(cache::page_pool& pool, const state_write_msg& w);
     status apply(cache::page_pool& pool, const page_span_msg& w, const cache::page_pool* source);
+    // Posts nothing on a write it refuses: the caller then discards the buffer (decode_link).
+    status apply(cache::page_pool& pool, const page_buffer_msg& w, transport::buffer_channel& ch,
+                 transport::peer_id peer, int64_t flush_timeout_ms, bool* consumed);
     // PREFILL_DONE: ok once every expected write arrived verified and the count and whole
     // checksum agree. Transports deliver in order, so a missing write here means it was dropped
     // (corrupt) and the request fails now rather than at its deadline.

@@ -20,6 +20,7 @@
 #include "topo/pd_decode.h"
 #include "topo/pd_holds.h"
 #include "topo/pd_transfer.h"
+#include "transport/buffer_channel.h"
 #include "transport_test_util.h"
 
 using namespace tandem;
@@ -337,7 +338,10 @@ struct link_rig {
     std::shared_ptr<engine::pool_sequences> src =
         std::make_shared<engine::pool_sequences>(device_pool(layout, pre_dev, 8, 2));
     span_holds holds{src, 600000};
-    decode_link link{seqs, decode_link_options{600000, 600000, std::nullopt, src}};
+    bool nccl;  // PAGE_BUFFER over a loopback buffer channel instead of PAGE_SPAN
+    buffer_channel_pair channels = make_loopback_buffer_channels(
+        [](const void* p, int64_t n) -> result<uint64_t> { return kmath::xxh3_64(p, n); });
+    decode_link link{seqs, decode_link_options{600000, 600000, std::nullopt, nccl ? nullptr : src}};
     pd_endpoint dec_ep{pd_role::decode, layout}, pre_ep{pd_role::prefill, layout};
     inproc_pair pair = make_inproc_pair(dec_ep.handshake(2000), pre_ep.handshake(2000));
     std::mutex mu;
@@ -348,7 +352,7 @@ struct link_rig {
     std::vector<engine::remote_prefill_result> results;
     std::mt19937_64 rng{3};
 
-    link_rig() {
+    explicit link_rig(bool over_nccl = false) : nccl(over_nccl) {
         pd_handlers h;
         h.on_job = [this](peer_id, prefill_job_msg&& j) { std::lock_guard lock(mu); jobs.push_back(std::move(j)); };
         h.on_abort = [this](peer_id p, abort_msg&& a) {
@@ -359,7 +363,7 @@ struct link_rig {
             { std::lock_guard lock(mu); ++released_msgs; }
             holds.release(p, m.request_id);
         };
-        link.attach(pair.a.get(), &dec_ep);
+        link.attach(pair.a.get(), &dec_ep, nccl ? channels.b.get() : nullptr);
         REQUIRE(pair.b->start(pre_ep.events(h)).is_ok());
         REQUIRE(pair.a->start(dec_ep.events(link.handlers())).is_ok());
         REQUIRE(eventually([&] { return !link.unavailable().has_value(); }));
@@ -376,15 +380,21 @@ struct link_rig {
         return jobs.front();
     }
     // Prefill: compute (random bytes), name every history page (held), send, end the request.
-    sent_transfer respond(const prefill_job_msg& job, bool done) {
+    sent_transfer respond(const prefill_job_msg& job, bool done,
+                          const std::function<void(pd_message&)>& mutate = {}) {
         cache::page_pool& pool = src->pool();
         cache::slot_ref s = pool.alloc_sequence(job.request_id);
         REQUIRE(pool.ensure_capacity(s, static_cast<int64_t>(job.token_ids.size())));
         fill_random(pool, s, rng);
         std::vector<int64_t> pages;
         for (const auto& p : pool.page_table(s)) pages.push_back(p.page);
-        transfer_sender sender(job, span_naming{[&](cache::page_ref p) { holds.hold(1, job.request_id, p); }});
-        auto sent = sender.finish(pool, pages, s.slot, [&](pd_message&& m) { return pre_ep.send(*pair.b, 1, m); });
+        span_naming naming{[&](cache::page_ref p) { holds.hold(1, job.request_id, p); }};
+        if (nccl) naming.send_buffer = [&](const std::byte* p, int64_t n) { return channels.a->send_buffer(1, p, n); };
+        transfer_sender sender(job, naming);
+        auto sent = sender.finish(pool, pages, s.slot, [&](pd_message&& m) {
+            if (mutate) mutate(m);
+            return pre_ep.send(*pair.b, 1, m);
+        });
         REQUIRE(sent.is_ok());
         pool.free_sequence(s);  // the prefill request ended; the holds keep the named pages
         if (done) {
@@ -455,5 +465,125 @@ TEST_CASE("pd d2d decode_link: an abort while named spans are in flight copies n
     CHECK(r.dec_dev.copies == 0);
     CHECK(r.link.metrics().spans_copied == 0);
     r.src->pool().check_integrity();
+    r.seqs->pool().check_integrity();
+}
+
+namespace {
+
+// Admits a request on the rig's decode side, as the scheduler does, and starts its transfer.
+engine::sequence_id start_request(link_rig& r, engine::request_id id) {
+    auto seq = r.seqs->create();
+    REQUIRE(seq.is_ok());
+    REQUIRE(r.seqs->pool().ensure_capacity(r.seqs->slot(*seq), static_cast<int64_t>(r.prompt.size())));
+    REQUIRE(r.link.start({id, *seq, r.prompt, &r.params, 42}).is_ok());
+    return *seq;
+}
+
+prefill_job_msg job_n(link_rig& r, size_t n) {
+    REQUIRE(eventually([&] { std::lock_guard lock(r.mu); return r.jobs.size() > n; }));
+    std::lock_guard lock(r.mu);
+    return r.jobs[n];
+}
+
+engine::remote_prefill_result wait_result(link_rig& r, engine::request_id id) {
+    engine::remote_prefill_result found;
+    REQUIRE(eventually([&] {
+        r.results.clear();
+        r.link.poll(r.results);
+        for (auto& x : r.results) {
+            if (x.id == id) {
+                found = std::move(x);
+                return true;
+            }
+        }
+        return false;
+    }));
+    return found;
+}
+
+}  // namespace
+
+TEST_CASE("buffer channel loopback: buffers match receives in order; a size mismatch breaks it for good") {
+    auto ch = make_loopback_buffer_channels([](const void* p, int64_t n) -> result<uint64_t> { return kmath::xxh3_64(p, n); });
+    const std::byte one[3] = {std::byte{1}, std::byte{2}, std::byte{3}}, two[2] = {std::byte{9}, std::byte{8}};
+    std::byte got1[3] = {}, got2[2] = {};
+    REQUIRE(ch.a->send_buffer(1, one, 3).is_ok());
+    REQUIRE(ch.a->send_buffer(1, two, 2).is_ok());
+    REQUIRE(ch.b->recv_buffer(1, got1, 3).is_ok());
+    REQUIRE(ch.b->recv_buffer(1, got2, 2).is_ok());
+    REQUIRE(ch.b->flush(1, 1000).is_ok());
+    CHECK(std::memcmp(one, got1, 3) == 0);
+    CHECK(std::memcmp(two, got2, 2) == 0);
+    CHECK(*ch.b->checksum_device(got1, 3) == XXH3_64bits(one, 3));
+    // Nothing sent: flush gives up at its deadline, and the channel stays broken.
+    REQUIRE(ch.b->discard_buffer(1, 4).is_ok());
+    CHECK(ch.b->flush(1, 20).code() == error_code::deadline_exceeded);
+    CHECK_FALSE(ch.b->recv_buffer(1, got1, 3).is_ok());
+    // Out of step: a 3-byte receive meeting a 2-byte send is data_loss, never a short copy.
+    auto c2 = make_loopback_buffer_channels([](const void* p, int64_t n) -> result<uint64_t> { return kmath::xxh3_64(p, n); });
+    REQUIRE(c2.a->send_buffer(1, two, 2).is_ok());
+    REQUIRE(c2.b->recv_buffer(1, got1, 3).is_ok());
+    CHECK(c2.b->flush(1, 1000).code() == error_code::data_loss);
+    CHECK(c2.b->flush(1, 1000).code() == error_code::data_loss);
+}
+
+TEST_CASE("pd over the buffer channel (nccl wiring): history bytes arrive on the channel, verified; holds freed on release") {
+    link_rig r(true);
+    auto seq = start_request(r, 1);
+    r.respond(job_n(r, 0), true);
+    auto res = wait_result(r, 1);
+    REQUIRE_MESSAGE(res.error.is_ok(), res.error.message());
+    const pd_decode_metrics m = r.link.metrics();
+    CHECK(m.spans_copied > 0);
+    CHECK(r.dec_dev.copies == 0);  // nothing copied out of the prefill pool directly: it came on the channel
+    CHECK(r.dec_dev.reads == 0);
+    REQUIRE(eventually([&] { return r.count(r.released_msgs) == 1; }));
+    r.holds.poll();
+    CHECK(r.src_free());
+    r.seqs->destroy(seq);
+}
+
+TEST_CASE("pd over the buffer channel: a refused write still takes its buffer, so the next transfer lands right") {
+    link_rig r(true);
+    auto seq1 = start_request(r, 1);
+    prefill_job_msg job = job_n(r, 0);
+    bool staled = false;
+    r.respond(job, true, [&](pd_message& m) {
+        if (auto* b = std::get_if<page_buffer_msg>(&m); b && !staled) {
+            b->page.epoch += 1;  // a stale destination: refused, its buffer discarded
+            staled = true;
+        }
+    });
+    auto res1 = wait_result(r, 1);
+    REQUIRE_FALSE(res1.error.is_ok());
+    CHECK(r.link.metrics().stale_writes_rejected >= 1);
+    r.link.release(1, seq1, engine::release_cause::error);
+    // A damaged buffer (the frame's checksum names other bytes) is data_loss.
+    auto seq2 = start_request(r, 2);
+    bool damaged = false;
+    r.respond(job_n(r, 1), true, [&](pd_message& m) {
+        if (auto* b = std::get_if<page_buffer_msg>(&m); b && !damaged) {
+            b->checksum ^= 1;
+            damaged = true;
+        }
+    });
+    auto res2 = wait_result(r, 2);
+    REQUIRE_FALSE(res2.error.is_ok());
+    CHECK(res2.error.code() == error_code::data_loss);
+    r.link.release(2, seq2, engine::release_cause::error);
+    // Every later buffer is still in step: a clean transfer completes byte-exact.
+    auto seq3 = start_request(r, 3);
+    r.respond(job_n(r, 2), true);
+    auto res3 = wait_result(r, 3);
+    REQUIRE_MESSAGE(res3.error.is_ok(), res3.error.message());
+    REQUIRE(eventually([&] { return r.count(r.released_msgs) == 3; }));
+    r.holds.poll();
+    CHECK(r.src_free());
+    r.seqs->destroy(seq3);
+    REQUIRE(eventually([&] {
+        r.results.clear();
+        r.link.poll(r.results);
+        return !r.link.busy();
+    }));
     r.seqs->pool().check_integrity();
 }
