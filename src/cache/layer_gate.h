@@ -107,6 +107,14 @@ public:
         return pool_->row_for_write(s, layer_, kind, row_index);
     }
     const std::byte* window_row(slot_ref s, int64_t pos) const { return pool_->window_row(s, layer_, pos); }
+    // Bulk reads (codec::decode_rows): the window ring is layout().window_rows() rows of
+    // layout().kv_row().bytes back to back, position p in row p % window_rows(); a history row is
+    // followed in memory by the next rows of its page, rows_left_in_page(kind, i) of them with it.
+    const std::byte* window_ring(slot_ref s) const { return pool_->window_row(s, layer_, 0); }
+    int64_t rows_left_in_page(buffer_kind kind, int64_t row_index) const {
+        const int64_t per_page = layout().buffers()[static_cast<size_t>(layout().buffer_index(layer_, kind))].rows_per_page;
+        return per_page - row_index % per_page;
+    }
     std::byte* window_row_for_write(slot_ref s, int64_t pos) const {
         return pool_->window_row_for_write(s, layer_, pos);
     }

@@ -162,3 +162,29 @@ TEST_CASE("codec: bf16 and fp32 rows; fp8 index-K is lossy but bounded") {
     std::memcpy(&scale, row.data() + 128, 4);
     CHECK(scale == amax / 448.0f);
 }
+
+// decode_rows is the forward pass's bulk reader: it must give bitwise decode_row's values for
+// every format and every byte pattern — random bytes cover NaN codes (0x7f/0xff), subnormal e4m3,
+// -0, every e2m1 code and extreme scales, which official values never produce.
+TEST_CASE("codec: decode_rows is bitwise decode_row per row, any bytes") {
+    model::model_config flash = load_model("deepseek-v4-flash.json");
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (kv_dtype kv : {kv_dtype::fp8, kv_dtype::bf16, kv_dtype::fp32}) {
+        for (index_k_dtype idx : {index_k_dtype::fp8, index_k_dtype::fp4, index_k_dtype::bf16, index_k_dtype::fp32}) {
+            layout_spec l = make_layout(flash, kv, idx);
+            for (const row_format* f : {&l.kv_row(), &l.index_k_row()}) {
+                CAPTURE(f->name);
+                const int64_t n = 5;
+                std::vector<std::byte> rows(static_cast<size_t>(n * f->bytes));
+                for (auto& b : rows) b = std::byte(static_cast<uint8_t>(byte(rng)));
+                std::vector<float> want(static_cast<size_t>(n * f->dims)), got(want.size());
+                for (int64_t r = 0; r < n; ++r)
+                    codec::decode_row(*f, rows.data() + r * f->bytes,
+                                      std::span<float>(&want[static_cast<size_t>(r * f->dims)], size_t(f->dims)));
+                codec::decode_rows(*f, rows.data(), n, got.data());
+                CHECK(bit_equal(want, got));
+            }
+        }
+    }
+}
