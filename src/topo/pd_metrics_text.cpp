@@ -55,9 +55,10 @@ void render_decode_metrics(std::string& out, const pd_decode_metrics& m, const p
               m.bytes_received);
     w.families({
         {counter, "spans_copied_total",
-         "PAGE_SPANs copied device to device (pd on one device) and verified where they landed",
+         "History spans that did not travel in frames, verified where they landed: PAGE_SPANs copied "
+         "device to device (pd on one device) or PAGE_BUFFERs received on the buffer channel (nccl)",
          m.spans_copied},
-        {counter, "span_bytes_copied_total", "Bytes of those PAGE_SPANs", m.bytes_copied},
+        {counter, "span_bytes_copied_total", "Bytes of those spans", m.bytes_copied},
     });
     w.histogram("transfer_seconds", "Prefill job sent to state landed verified, per request",
                 m.transfer_seconds);
@@ -111,9 +112,10 @@ void render_prefill_metrics(std::string& out, const pd_prefill_metrics& m, const
         {counter, "aborts_received_total", "ABORTs received from decode peers",
          m.aborts_received},
         {counter, "spans_named_total",
-         "PAGE_SPANs sent (history named in this pool, copied device to device by the decode side)",
+         "History spans sent without their bytes in frames: PAGE_SPANs (named in this pool) or "
+         "PAGE_BUFFERs (bytes on the buffer channel)",
          m.spans_named},
-        {counter, "span_bytes_named_total", "Bytes those PAGE_SPANs named", m.bytes_named},
+        {counter, "span_bytes_named_total", "Bytes of those spans", m.bytes_named},
         {counter, "spans_released_total", "SPANS_RELEASED received from decode peers", m.spans_released},
         {gauge, "held_source_pages",
          "Page references held for named spans the decode side has not released", m.holds.pages_held},
