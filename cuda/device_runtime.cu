@@ -145,10 +145,23 @@ public:
         return launch_encode_rows(f, values, n, dst, k_stream);
     }
     status decode_rows(const k::row_codec& f, const uint8_t* const* src, int64_t n, float* values) override {
-        return launch_decode_rows(f, src, n, values, k_stream);
+        return launch_decode_rows(f, src, n, nullptr, values, k_stream);
     }
-    status compressor_pool(const float* ring, int64_t m, int64_t dim, bool overlap, float* out) override {
-        return launch_compressor_pool(ring, 1, m, dim, overlap, out, k_stream);
+    status decode_kept_rows(const k::row_codec& f, const uint8_t* const* src, int64_t n, const int32_t* keep,
+                            float* values) override {
+        return launch_decode_rows(f, src, n, keep, values, k_stream);
+    }
+    status compressor_update(const float* kv, const float* gate, const float* ape, float* const* rings, const int64_t* seq,
+                             int64_t seqs, int64_t m, int64_t dim, bool overlap, float* pooled) override {
+        return launch_compressor_update(kv, gate, ape, rings, seq, seqs, m, dim, overlap, pooled, k_stream);
+    }
+    status top_k(const float* scores, int64_t rows, int64_t ld, const int32_t* n_cand, int64_t kk, int32_t* sel,
+                 int32_t* tied) override {
+        return launch_top_k(scores, rows, ld, n_cand, kk, sel, tied, k_stream);
+    }
+    status place_selected(const int32_t* sel, int64_t rows, int64_t kk, const int32_t* at, const int32_t* base,
+                          int32_t* key_index, int64_t ld, int32_t* keep) override {
+        return launch_place_selected(sel, rows, kk, at, base, key_index, ld, keep, k_stream);
     }
 
 private:

@@ -42,11 +42,23 @@ status launch_indexer_scores(const float* q, int64_t rows, int64_t heads, int64_
                              float idx_scale, float head_scale, float* scores, cudaStream_t stream);
 status launch_encode_rows(const kmath::row_codec& f, const float* values, int64_t n, uint8_t* const* dst,
                           cudaStream_t stream);
-status launch_decode_rows(const kmath::row_codec& f, const uint8_t* const* src, int64_t n, float* values,
-                          cudaStream_t stream);
+// keep: null decodes every row, else only rows with keep[i] != 0.
+status launch_decode_rows(const kmath::row_codec& f, const uint8_t* const* src, int64_t n, const int32_t* keep,
+                          float* values, cudaStream_t stream);
 // K9 pooling of n closed windows: rings [n, slots, F] → out [n, dim].
 status launch_compressor_pool(const float* rings, int64_t n, int64_t m, int64_t dim, bool overlap, float* out,
                               cudaStream_t stream);
+// K9 ring update + pooling of one compressor over a step (device_runtime::compressor_update).
+status launch_compressor_update(const float* kv, const float* gate, const float* ape, float* const* rings,
+                                const int64_t* seq, int64_t seqs, int64_t m, int64_t dim, bool overlap, float* pooled,
+                                cudaStream_t stream);
+
+// ---- kernels_topk.cu ------------------------------------------------------------------------------
+// K12 and its epilogue (device_runtime::top_k / place_selected).
+status launch_top_k(const float* scores, int64_t rows, int64_t ld, const int32_t* n_cand, int64_t k, int32_t* sel,
+                    int32_t* tied, cudaStream_t stream);
+status launch_place_selected(const int32_t* sel, int64_t rows, int64_t k, const int32_t* at, const int32_t* base,
+                             int32_t* key_index, int64_t ld, int32_t* keep, cudaStream_t stream);
 
 // ---- kernels_mhc_moe.cu ---------------------------------------------------------------------------
 status launch_hc_pre(const hc_shape& s, int64_t rows, const float* h, const float* fn, const float* base,

@@ -3,7 +3,9 @@
 //
 // Correct first: every output element is computed by ONE thread with the reduction order of the
 // CPU reference (host/kernel_math.h), so a row's bytes never depend on the batch, its position in
-// it, the grid or the SM count (spec §3.5). Parallelism is only over independent outputs. Phase 2
+// it, the grid or the SM count (spec §3.5). Parallelism is only over independent outputs — except
+// K12 (kernels_topk.cu), whose CTA cooperates through shared histograms and scans: its outputs are
+// integer counts and ids, the same whatever order the threads run in. Phase 2
 // replaces the inner loops with mma.sync / wgmma tiles that keep the same per-output K order.
 // Built with --fmad=false (cuda/meson.build): no silent contraction. The kernels are split into
 // files by family only to keep each file small. Each kernel has one launcher (kernel_launch.h:

@@ -1,7 +1,7 @@
 // cuda/kernels_attention.cu — Phase-1 kernels of the attention family, their launchers
 // (kernel_launch.h) and host-buffer entry points (host/cuda_ops.h): RoPE (K7/K8/K13 epilogue), K13 attention with sink, cache row store and
 // read for every row format (K8/K9 store, the attention read path), K11 indexer scores, K9 compressor
-// pooling. Rules shared by every kernels_*.cu: kernel_plumbing.cuh.
+// pooling and the per-step ring update around it. Rules shared by every kernels_*.cu: kernel_plumbing.cuh.
 #include "cuda/kernel_launch.h"
 #include "cuda/kernel_plumbing.cuh"
 
@@ -43,9 +43,10 @@ __global__ void encode_rows_kernel(k::row_codec f, const float* values, int64_t 
     if (r < n) k::encode_row(f, values + r * f.dims, dst[r]);
 }
 
-__global__ void decode_rows_kernel(k::row_codec f, const uint8_t* const* src, int64_t n, float* values) {
+__global__ void decode_rows_kernel(k::row_codec f, const uint8_t* const* src, int64_t n, const int32_t* keep,
+                                   float* values) {
     const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (r < n) k::decode_row(f, src[r], values + r * f.dims);
+    if (r < n && (!keep || keep[r])) k::decode_row(f, src[r], values + r * f.dims);
 }
 
 // One thread per (row, candidate key); keys indexed as in attention_kernel.
@@ -66,6 +67,18 @@ __global__ void compressor_pool_kernel(const float* rings, int64_t m, int64_t di
     if (e >= dim) return;
     const int64_t slots = overlap ? 2 * m : m, F = 2 * (overlap ? 2 : 1) * dim;
     out[win * dim + e] = k::compressor_pool_feature(rings + win * slots * F, m, dim, overlap, e);
+}
+
+// One thread per (sequence, feature): the sequence's tokens in order through its ring columns
+// (kmath::compressor_feed_feature says why no two threads touch the same ring element).
+__global__ void compressor_update_kernel(const float* kv, const float* gate, const float* ape, float* const* rings,
+                                         const int64_t* seq, int64_t m, int64_t dim, bool overlap, float* pooled) {
+    const int64_t s = blockIdx.y, e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= dim) return;
+    const int64_t* q = seq + 4 * s;  // row0, rows, start, emit0
+    const int64_t cd = (overlap ? 2 : 1) * dim;
+    k::compressor_feed_feature(kv + q[0] * cd, gate + q[0] * cd, ape, rings[s], q[1], q[2], m, dim, overlap,
+                               pooled + q[3] * dim, e);
 }
 
 }  // namespace
@@ -118,10 +131,19 @@ status launch_encode_rows(const k::row_codec& f, const float* values, int64_t n,
     return cuda_launch_status("row store");
 }
 
-status launch_decode_rows(const k::row_codec& f, const uint8_t* const* src, int64_t n, float* values,
-                          cudaStream_t stream) {
-    if (n > 0) decode_rows_kernel<<<blocks_for(n, 64), 64, 0, stream>>>(f, src, n, values);
+status launch_decode_rows(const k::row_codec& f, const uint8_t* const* src, int64_t n, const int32_t* keep,
+                          float* values, cudaStream_t stream) {
+    if (n > 0) decode_rows_kernel<<<blocks_for(n, 64), 64, 0, stream>>>(f, src, n, keep, values);
     return cuda_launch_status("row read");
+}
+
+status launch_compressor_update(const float* kv, const float* gate, const float* ape, float* const* rings,
+                                const int64_t* seq, int64_t seqs, int64_t m, int64_t dim, bool overlap, float* pooled,
+                                cudaStream_t stream) {
+    if (seqs > 0 && dim > 0)
+        compressor_update_kernel<<<dim3(blocks_for(dim, k_threads), static_cast<unsigned>(seqs)), k_threads, 0, stream>>>(
+            kv, gate, ape, rings, seq, m, dim, overlap, pooled);
+    return cuda_launch_status("K9 compressor update");
 }
 
 status launch_compressor_pool(const float* rings, int64_t n, int64_t m, int64_t dim, bool overlap, float* out,
@@ -216,7 +238,7 @@ status op_decode_rows(const k::row_codec& fmt, std::span<const uint8_t> rows, st
     TANDEM_TRY_ASSIGN(dr, upload(rows, "decode rows: rows"));
     TANDEM_TRY_ASSIGN(dv, device_memory::alloc(static_cast<int64_t>(values.size_bytes()), "decode rows: values"));
     TANDEM_TRY_ASSIGN(da, row_addresses(dr->get<uint8_t>(), n, fmt.bytes, "decode rows: addresses"));
-    TANDEM_RETURN_IF_ERROR(launch_decode_rows(fmt, da->get<const uint8_t* const>(), n, dv->get<float>(), 0));
+    TANDEM_RETURN_IF_ERROR(launch_decode_rows(fmt, da->get<const uint8_t* const>(), n, nullptr, dv->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("decode rows kernel"));
     return download(*dv, values, "decode rows: download");
 }

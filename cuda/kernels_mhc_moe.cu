@@ -298,4 +298,78 @@ status op_moe_combine(std::span<const float> contrib, int64_t tokens, int32_t sl
     return download(*dout, out, "K16: out");
 }
 
+status op_hc_head(const hc_shape& s, std::span<const float> h, std::span<const float> fn, std::span<const float> base,
+                  std::span<const float> scale, std::span<float> x) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    if (s.n < 1 || s.n > k_max_hc || s.d <= 0) return make_error(error_code::invalid_argument, "K18 hc_head: bad shape");
+    const int64_t T = static_cast<int64_t>(h.size()) / (s.n * s.d);
+    TANDEM_RETURN_IF_ERROR(check_size(h.size(), T * s.n * s.d, "K18 hc_head: h"));
+    TANDEM_RETURN_IF_ERROR(check_size(fn.size(), s.n * s.n * s.d, "K18 hc_head: fn"));
+    TANDEM_RETURN_IF_ERROR(check_size(base.size(), s.n, "K18 hc_head: base"));
+    TANDEM_RETURN_IF_ERROR(check_size(scale.size(), 1, "K18 hc_head: scale"));
+    TANDEM_RETURN_IF_ERROR(check_size(x.size(), T * s.d, "K18 hc_head: x"));
+    TANDEM_TRY_ASSIGN(dh, upload(h, "K18: h"));
+    TANDEM_TRY_ASSIGN(dfn, upload(fn, "K18: fn"));
+    TANDEM_TRY_ASSIGN(db, upload(base, "K18: base"));
+    TANDEM_TRY_ASSIGN(dsc, upload(scale, "K18: scale"));
+    TANDEM_TRY_ASSIGN(dx, device_memory::alloc(static_cast<int64_t>(x.size_bytes()), "K18: x"));
+    TANDEM_RETURN_IF_ERROR(launch_hc_head(s, T, dh->get<float>(), dfn->get<float>(), db->get<float>(), dsc->get<float>(),
+                                          dx->get<float>(), 0));
+    TANDEM_RETURN_IF_ERROR(finish("K18 hc_head kernel"));
+    return download(*dx, x, "K18: x");
+}
+
+namespace {
+// gather: src is the pool of rows, dst the moved rows; scatter the other way round. dst starts as
+// the caller's buffer so a scatter leaves the rows it does not name as they were.
+status op_move_rows(std::span<const float> src, int64_t width, std::span<const int32_t> index, std::span<float> dst,
+                    bool gather) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    const int64_t rows = static_cast<int64_t>(index.size());
+    const int64_t moved = static_cast<int64_t>(gather ? dst.size() : src.size()), pool = static_cast<int64_t>(gather ? src.size() : dst.size());
+    if (width <= 0 || pool % width != 0) return make_error(error_code::invalid_argument, "move rows: bad row width");
+    TANDEM_RETURN_IF_ERROR(check_size(static_cast<size_t>(moved), rows * width, "move rows: moved rows"));
+    for (int32_t i : index)
+        if (i < 0 || i >= pool / width) return make_error(error_code::out_of_range, "move rows: index outside the rows");
+    TANDEM_TRY_ASSIGN(ds, upload(src, "move rows: src"));
+    TANDEM_TRY_ASSIGN(di, upload(index, "move rows: index"));
+    TANDEM_TRY_ASSIGN(dd, upload(std::span<const float>(dst.data(), dst.size()), "move rows: dst"));
+    TANDEM_RETURN_IF_ERROR(gather ? launch_gather_rows(ds->get<float>(), width, di->get<int32_t>(), rows, dd->get<float>(), 0)
+                                  : launch_scatter_rows(ds->get<float>(), width, di->get<int32_t>(), rows, dd->get<float>(), 0));
+    TANDEM_RETURN_IF_ERROR(finish(gather ? "gather rows kernel" : "scatter rows kernel"));
+    return download(*dd, dst, "move rows: dst");
+}
+}  // namespace
+
+status op_gather_rows(std::span<const float> src, int64_t width, std::span<const int32_t> index, std::span<float> dst) {
+    return op_move_rows(src, width, index, dst, true);
+}
+
+status op_scatter_rows(std::span<const float> src, int64_t width, std::span<const int32_t> index, std::span<float> dst) {
+    return op_move_rows(src, width, index, dst, false);
+}
+
+status op_scale_rows(std::span<float> x, int64_t width, std::span<const float> w) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    const int64_t rows = static_cast<int64_t>(w.size());
+    TANDEM_RETURN_IF_ERROR(check_size(x.size(), rows * width, "scale rows: x"));
+    TANDEM_TRY_ASSIGN(dx, upload(std::span<const float>(x.data(), x.size()), "scale rows: x"));
+    TANDEM_TRY_ASSIGN(dw, upload(w, "scale rows: w"));
+    TANDEM_RETURN_IF_ERROR(launch_scale_rows(dx->get<float>(), rows, width, dw->get<float>(), 0));
+    TANDEM_RETURN_IF_ERROR(finish("scale rows kernel"));
+    return download(*dx, x, "scale rows: x");
+}
+
+status op_add(std::span<const float> a, std::span<const float> b, std::span<float> out) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    TANDEM_RETURN_IF_ERROR(check_size(b.size(), static_cast<int64_t>(a.size()), "add: b"));
+    TANDEM_RETURN_IF_ERROR(check_size(out.size(), static_cast<int64_t>(a.size()), "add: out"));
+    TANDEM_TRY_ASSIGN(da, upload(a, "add: a"));
+    TANDEM_TRY_ASSIGN(db, upload(b, "add: b"));
+    TANDEM_TRY_ASSIGN(dout, device_memory::alloc(static_cast<int64_t>(out.size_bytes()), "add: out"));
+    TANDEM_RETURN_IF_ERROR(launch_add(da->get<float>(), db->get<float>(), static_cast<int64_t>(a.size()), dout->get<float>(), 0));
+    TANDEM_RETURN_IF_ERROR(finish("add kernel"));
+    return download(*dout, out, "add: out");
+}
+
 }  // namespace tandem::cuda

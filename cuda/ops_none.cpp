@@ -48,6 +48,18 @@ status op_indexer_scores(std::span<const float>, int64_t, int64_t, int64_t, std:
 }
 status op_compressor_pool(std::span<const float>, int64_t, int64_t, int64_t, bool, std::span<float>) { return no_cuda(); }
 status op_official_sim(official_sim, std::span<float>, int64_t, int64_t) { return no_cuda(); }
+status op_top_k(std::span<const float>, int64_t, int64_t, std::span<const int32_t>, int64_t, std::span<int32_t>,
+                std::span<int32_t>) {
+    return no_cuda();
+}
+status op_hc_head(const hc_shape&, std::span<const float>, std::span<const float>, std::span<const float>,
+                  std::span<const float>, std::span<float>) {
+    return no_cuda();
+}
+status op_gather_rows(std::span<const float>, int64_t, std::span<const int32_t>, std::span<float>) { return no_cuda(); }
+status op_scatter_rows(std::span<const float>, int64_t, std::span<const int32_t>, std::span<float>) { return no_cuda(); }
+status op_scale_rows(std::span<float>, int64_t, std::span<const float>) { return no_cuda(); }
+status op_add(std::span<const float>, std::span<const float>, std::span<float>) { return no_cuda(); }
 result<bandwidth_result> measure_bandwidth(int64_t, int64_t, int64_t, int) { return no_cuda(); }
 result<double> measure_copy_gb_per_s(int) { return no_cuda(); }
 result<bringup_report> bring_up_device(const device_memory_plan&) { return no_cuda(); }

@@ -24,7 +24,12 @@
 # on the loaded 2-core build VM, single-threaded) and the CPU reference's 168 tokens. A hard cap
 # keeps the whole call under 8 minutes whatever happens: each step's timeout is cut to what is left
 # of 470 s, and a step with under 10 s left is not started (verdict not-run-budget, a failure).
-# Exit: 0 when every step passed, 1 otherwise (a step that cannot load is a failure, never a skip).
+# Verdicts per step: pass, fail, timeout, not-run-budget, or skipped (the binary exited 77: it
+# found no GPU). Overall (gpu_check.json "verdict", and the exit code): pass (0) only when every
+# step passed; fail (1) when any step failed; incomplete (1) when none failed but a step skipped
+# although nvidia-smi lists a GPU here — every step is required on a GPU machine, so that is never
+# green; skipped (77) when steps skipped on a machine without a GPU. A step that cannot load is a
+# failure, never a skip.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$root/gpu_bundle"
@@ -70,11 +75,13 @@ for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia.nccl, os; print(os.pa
 done
 
 say "gpu_check: $(date -u +%FT%TZ) from $dir (commit $(cat "$bundle/COMMIT" 2>/dev/null || git -C "$root" rev-parse HEAD 2>/dev/null))"
-nvidia-smi -L 2>&1 | tee -a "$log"
+gpu_present=0
+nvidia-smi -L 2>&1 | tee -a "$log" | grep -q '^GPU ' && gpu_present=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$log"
 
 steps_json=""
 failed=0
+skipped=0
 budget_end=$(( $(date +%s) + 470 ))
 # run NAME LIMIT_S BINARY ARGS...: one step, its exit code and wall time into the summary.
 run() {
@@ -92,10 +99,12 @@ run() {
     timeout "$limit" "$exe" "$@" 2>&1 | tee -a "$log"; rc=${PIPESTATUS[0]}
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
   fi
-  local verdict=pass; [ "$rc" -ne 0 ] && { verdict=fail; failed=1; }
-  [ "$rc" -eq 124 ] && verdict=timeout
-  [ "$rc" -eq 77 ] && verdict="skip-no-gpu"
-  [ "$rc" -eq 125 ] && verdict="not-run-budget"
+  local verdict=pass
+  if [ "$rc" -eq 77 ]; then verdict=skipped; skipped=1
+  elif [ "$rc" -ne 0 ]; then verdict=fail; failed=1
+    [ "$rc" -eq 124 ] && verdict=timeout
+    [ "$rc" -eq 125 ] && verdict="not-run-budget"
+  fi
   say "-- $name: $verdict (exit $rc, ${secs}s)"
   steps_json="${steps_json:+$steps_json,}{\"step\":\"$name\",\"verdict\":\"$verdict\",\"exit\":$rc,\"seconds\":$secs}"
 }
@@ -109,6 +118,11 @@ run decode 120 bench/cuda/bench_cuda_decode --keep-models "$models" --json "$out
 run bandwidth 60 bench/cuda/bench_cuda_bandwidth --json "$out/bandwidth.json"
 rm -rf "$models"
 
-echo "{\"commit\":\"$(cat "$bundle/COMMIT" 2>/dev/null)\",\"all_passed\":$([ $failed -eq 0 ] && echo true || echo false),\"steps\":[$steps_json]}" > "$out/gpu_check.json"
-say ""; say "summary: $out/gpu_check.json"; cat "$out/gpu_check.json" | tee -a "$log"
-exit $failed
+verdict=pass; code=0
+if [ $failed -ne 0 ]; then verdict=fail; code=1
+elif [ $skipped -ne 0 ] && [ $gpu_present -eq 1 ]; then verdict=incomplete; code=1  # a required step skipped on a GPU machine
+elif [ $skipped -ne 0 ]; then verdict=skipped; code=77
+fi
+echo "{\"commit\":\"$(cat "$bundle/COMMIT" 2>/dev/null)\",\"verdict\":\"$verdict\",\"gpu_present\":$([ $gpu_present -eq 1 ] && echo true || echo false),\"all_passed\":$([ $code -eq 0 ] && echo true || echo false),\"steps\":[$steps_json]}" > "$out/gpu_check.json"
+say ""; say "verdict: $verdict"; say "summary: $out/gpu_check.json"; cat "$out/gpu_check.json" | tee -a "$log"
+exit $code

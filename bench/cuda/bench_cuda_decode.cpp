@@ -158,10 +158,18 @@ int main(int argc, char** argv) {
                       rows.empty() ? "" : ",", b, f->median_ms, f->weight_mb, f->roofline_ms, ratio);
         rows += buf;
     }
+    // K12 on the device; a row whose k-th boundary is an exact score tie takes the CPU's selection
+    // on the host (its scores downloaded): how often that happened over the whole run.
+    const auto topk = (*dev)->top_k_stats();
+    std::printf("K12 top-k: %lld rows selected on the device, %lld of them fell back to the host selection (exact boundary tie)\n",
+                static_cast<long long>(topk.rows), static_cast<long long>(topk.host_rows));
     if (!o.json.empty()) {
         if (std::FILE* fp = std::fopen(o.json.c_str(), "w")) {
-            std::fprintf(fp, "{\"preset\":\"%s\",\"emulated\":%s,\"copy_gb_per_s\":%.2f,\"decode\":[%s]}\n", o.preset.c_str(),
-                         o.emulate ? "true" : "false", copy_gb, rows.c_str());
+            std::fprintf(fp,
+                         "{\"preset\":\"%s\",\"emulated\":%s,\"copy_gb_per_s\":%.2f,\"decode\":[%s],"
+                         "\"top_k_rows\":%lld,\"top_k_host_fallback_rows\":%lld}\n",
+                         o.preset.c_str(), o.emulate ? "true" : "false", copy_gb, rows.c_str(),
+                         static_cast<long long>(topk.rows), static_cast<long long>(topk.host_rows));
             std::fclose(fp);
         }
     }

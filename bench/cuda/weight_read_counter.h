@@ -91,8 +91,20 @@ public:
     status decode_rows(const kmath::row_codec& f, const uint8_t* const* src, int64_t n, float* v) override {
         return in_->decode_rows(f, src, n, v);
     }
-    status compressor_pool(const float* ring, int64_t m, int64_t dim, bool overlap, float* out) override {
-        return in_->compressor_pool(ring, m, dim, overlap, out);
+    status decode_kept_rows(const kmath::row_codec& f, const uint8_t* const* src, int64_t n, const int32_t* keep,
+                            float* v) override {
+        return in_->decode_kept_rows(f, src, n, keep, v);
+    }
+    status compressor_update(const float* kv, const float* gate, const float* ape, float* const* rings, const int64_t* seq,
+                             int64_t seqs, int64_t m, int64_t dim, bool overlap, float* pooled) override {
+        return in_->compressor_update(kv, gate, ape, rings, seq, seqs, m, dim, overlap, pooled);
+    }
+    status top_k(const float* s, int64_t rows, int64_t ld, const int32_t* n, int64_t k, int32_t* sel, int32_t* tied) override {
+        return in_->top_k(s, rows, ld, n, k, sel, tied);
+    }
+    status place_selected(const int32_t* sel, int64_t rows, int64_t k, const int32_t* at, const int32_t* base,
+                          int32_t* key_index, int64_t ld, int32_t* keep) override {
+        return in_->place_selected(sel, rows, k, at, base, key_index, ld, keep);
     }
 
 private:

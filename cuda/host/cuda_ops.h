@@ -76,6 +76,22 @@ status op_indexer_scores(std::span<const float> q, int64_t tokens, int64_t heads
 // K9 pooling: out [n, dim] from n closed windows' rings [n, slots, 2·cd] (slots = 2m CSA / m HCA).
 status op_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, int64_t dim, bool overlap,
                           std::span<float> out);
+// K12: per row t, the k best of scores[t · ld + 0 .. n_cand[t]) in ascending index order into
+// sel [T, k] (−1 padded when n_cand[t] < k); tied [T] = 1 where an exact tie straddles the k-th
+// boundary (or a NaN is present): then sel holds the lowest-index choice and the CPU's own
+// selection decides (kmath::top_k_row).
+status op_top_k(std::span<const float> scores, int64_t rows, int64_t ld, std::span<const int32_t> n_cand, int64_t k,
+                std::span<int32_t> sel, std::span<int32_t> tied);
+// K18 HC head collapse: h [T, n, d], fn [n, n·d], base [n], scale [1] → x [T, d] (no Sinkhorn).
+status op_hc_head(const hc_shape& s, std::span<const float> h, std::span<const float> fn, std::span<const float> base,
+                  std::span<const float> scale, std::span<float> x);
+// The MoE row moves, rows of `width`: gather dst[i] = src[index[i]]; scatter dst[index[i]] = src[i]
+// (dst keeps its other rows); scale x[r] *= w[r].
+status op_gather_rows(std::span<const float> src, int64_t width, std::span<const int32_t> index, std::span<float> dst);
+status op_scatter_rows(std::span<const float> src, int64_t width, std::span<const int32_t> index, std::span<float> dst);
+status op_scale_rows(std::span<float> x, int64_t width, std::span<const float> w);
+// out = a + b, elementwise.
+status op_add(std::span<const float> a, std::span<const float> b, std::span<float> out);
 // K18 greedy: argmax per row of [rows, vocab], ties to the lowest id.
 status op_argmax(std::span<const float> logits, int64_t rows, int64_t vocab, std::span<int32_t> ids);
 
@@ -102,6 +118,12 @@ struct op_table {
     decltype(&op_indexer_scores) indexer_scores;
     decltype(&op_compressor_pool) compressor_pool;
     decltype(&op_official_sim) official_sim;
+    decltype(&op_top_k) top_k;
+    decltype(&op_hc_head) hc_head;
+    decltype(&op_gather_rows) gather_rows;
+    decltype(&op_scatter_rows) scatter_rows;
+    decltype(&op_scale_rows) scale_rows;
+    decltype(&op_add) add;
 };
 const op_table& device_ops();
 const op_table& emulated_ops();
@@ -120,7 +142,8 @@ result<double> measure_copy_gb_per_s(int repeats);
 
 // Phase 0: allocate the plan's slabs on device 0 (refusing with check_device_fit's message first
 // when they do not fit), upload every tensor as stored, read the weight slab back and compare
-// XXH3 checksums, zero the pool, then free everything (the executor that keeps them is not built).
+// XXH3 checksums, zero the pool, then free everything: a startup fit-and-upload check (cuda_startup.h);
+// the device engine then allocates and uploads its own (device_engine.h).
 struct bringup_report {
     std::string gpu;
     int64_t free_bytes_before = 0;

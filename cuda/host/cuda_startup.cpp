@@ -16,7 +16,8 @@ namespace tandem::cuda {
 namespace {
 
 // Per-step activations: the residual streams and a few working rows of the widest step
-// (max_prefill_tokens rows). A generous estimate until the executor sizes its own buffers.
+// (max_prefill_tokens rows). A generous estimate for phase 0's fit check; the device forward grows
+// its own scratch buffers step by step (device_forward.cpp).
 int64_t scratch_estimate(const config& cfg, const model::model_config& m) {
     const int64_t rows = std::max<int64_t>(cfg.scheduler.max_prefill_tokens, 1);
     const int64_t width = std::max<int64_t>({m.hc_mult * m.hidden_size, m.num_attention_heads * m.head_dim,

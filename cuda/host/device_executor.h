@@ -38,6 +38,9 @@ public:
     int64_t max_context_tokens() const override;
 
     int64_t weight_bytes() const { return forward_->weight_bytes(); }
+    // K12 rows scored on the device since creation, and how many of them fell back to the host
+    // selection (an exact tie at the k-th boundary).
+    device_forward::top_k_counts top_k_stats() const { return forward_->top_k_stats(); }
     const device_runtime& ops() const { return *ops_; }
 
 private:

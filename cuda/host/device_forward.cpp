@@ -61,6 +61,7 @@ template result<int32_t*> device_forward::upload_scratch<int32_t>(buf, std::span
 template result<int64_t*> device_forward::upload_scratch<int64_t>(buf, std::span<const int64_t>);
 template result<float*> device_forward::upload_scratch<float>(buf, std::span<const float>);
 template result<uint8_t**> device_forward::upload_scratch<uint8_t*>(buf, std::span<uint8_t* const>);
+template result<float**> device_forward::upload_scratch<float*>(buf, std::span<float* const>);
 
 status device_forward::linear(const float* x, int64_t rows, const dev_matrix& w, float* y) {
     const int64_t in = w.view.cols;

@@ -96,12 +96,36 @@ public:
     // space) of n row addresses (pool rows or scratch).
     virtual status encode_rows(const kmath::row_codec& f, const float* values, int64_t n, uint8_t* const* dst) = 0;
     virtual status decode_rows(const kmath::row_codec& f, const uint8_t* const* src, int64_t n, float* values) = 0;
-    // K9 pooling of one closed window: ring [slots, 2·cd] → out [dim].
-    virtual status compressor_pool(const float* ring, int64_t m, int64_t dim, bool overlap, float* out) = 0;
+    // decode_rows for the rows i with keep[i] != 0 only (the others are left as they were): the
+    // compressed rows some query of the step attends to.
+    virtual status decode_kept_rows(const kmath::row_codec& f, const uint8_t* const* src, int64_t n, const int32_t* keep,
+                                    float* values) = 0;
+    // K9 for one compressor over the whole step, one launch: sequence s (seq [s, 4] = row0, rows,
+    // start position, first emission index) feeds its rows of kv / gate [T, cd] through rings[s]
+    // in token order (kmath::compressor_feed_feature); each window it closes is pooled into
+    // pooled [emission, dim]. ape [m, cd] is the position bias.
+    virtual status compressor_update(const float* kv, const float* gate, const float* ape, float* const* rings,
+                                     const int64_t* seq, int64_t seqs, int64_t m, int64_t dim, bool overlap,
+                                     float* pooled) = 0;
+    // K12: per row r, the k best of scores[r · ld + 0 .. n_cand[r]) ascending into sel [rows, k]
+    // (−1 padded when n_cand[r] < k) and tied[r] = 1 when the k-th boundary is an exact tie (the
+    // caller must then run the CPU's selection: kmath::top_k_row).
+    virtual status top_k(const float* scores, int64_t rows, int64_t ld, const int32_t* n_cand, int64_t k, int32_t* sel,
+                         int32_t* tied) = 0;
+    // K12 epilogue, for rows with at[r] ≥ 0: key_index[r · ld + at[r] + j] = base[r] + sel[r · k + j]
+    // and keep[that key] = 1, for each j with sel ≥ 0 (the attention's compressed keys, and the
+    // rows decode_kept_rows must decode).
+    virtual status place_selected(const int32_t* sel, int64_t rows, int64_t k, const int32_t* at, const int32_t* base,
+                                  int32_t* key_index, int64_t ld, int32_t* keep) = 0;
 };
 
-// The host emulation (always available; what CI tests).
-std::unique_ptr<device_runtime> make_emulated_runtime();
+// The host emulation (always available; what CI tests). flag_every_top_k_row_tied (tests only)
+// makes K12 report every scored row as tied at its boundary, so the executor's host fallback runs
+// on every row: the logits must not change.
+struct emulation_options {
+    bool flag_every_top_k_row_tied = false;
+};
+std::unique_ptr<device_runtime> make_emulated_runtime(emulation_options opt = {});
 // GPU 0 (unavailable without CUDA or without a usable GPU, with the reason).
 result<std::unique_ptr<device_runtime>> make_cuda_runtime();
 // Whether this build has the CUDA implementation (nvcc found at configure time).

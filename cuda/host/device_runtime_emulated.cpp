@@ -16,6 +16,7 @@ namespace {
 
 class emulated_runtime final : public device_runtime {
 public:
+    explicit emulated_runtime(emulation_options opt) : opt_(opt) {}
     const char* name() const override { return "host emulation"; }
     std::string describe() const override { return "host emulation of the CUDA kernels (no GPU)"; }
 
@@ -221,14 +222,55 @@ public:
         return status::ok();
     }
 
-    status compressor_pool(const float* ring, int64_t m, int64_t dim, bool overlap, float* out) override {
-        for (int64_t e = 0; e < dim; ++e) out[e] = k::compressor_pool_feature(ring, m, dim, overlap, e);
+    status decode_kept_rows(const k::row_codec& f, const uint8_t* const* src, int64_t n, const int32_t* keep,
+                            float* values) override {
+        for (int64_t r = 0; r < n; ++r)
+            if (keep[r]) k::decode_row(f, src[r], values + r * f.dims);
         return status::ok();
     }
+
+    status compressor_update(const float* kv, const float* gate, const float* ape, float* const* rings, const int64_t* seq,
+                             int64_t seqs, int64_t m, int64_t dim, bool overlap, float* pooled) override {
+        const int64_t cd = (overlap ? 2 : 1) * dim;
+        for (int64_t s = 0; s < seqs; ++s) {
+            const int64_t* q = seq + 4 * s;  // row0, rows, start, emit0
+            for (int64_t e = 0; e < dim; ++e)
+                k::compressor_feed_feature(kv + q[0] * cd, gate + q[0] * cd, ape, rings[s], q[1], q[2], m, dim, overlap,
+                                           pooled + q[3] * dim, e);
+        }
+        return status::ok();
+    }
+
+    status top_k(const float* scores, int64_t rows, int64_t ld, const int32_t* n_cand, int64_t kk, int32_t* sel,
+                 int32_t* tied) override {
+        for (int64_t r = 0; r < rows; ++r) {
+            if (n_cand[r] < 0 || n_cand[r] > ld) return make_error(error_code::out_of_range, "K12 top-k: candidate count outside [0, ld]");
+            tied[r] = k::top_k_row(scores + r * ld, n_cand[r], kk, sel + r * kk) ? 1 : 0;
+            if (opt_.flag_every_top_k_row_tied && n_cand[r] > kk) tied[r] = 1;
+        }
+        return status::ok();
+    }
+
+    status place_selected(const int32_t* sel, int64_t rows, int64_t kk, const int32_t* at, const int32_t* base,
+                          int32_t* key_index, int64_t ld, int32_t* keep) override {
+        for (int64_t r = 0; r < rows; ++r) {
+            if (at[r] < 0) continue;
+            for (int64_t j = 0; j < kk; ++j) {
+                const int32_t id = sel[r * kk + j];
+                if (id < 0) continue;
+                key_index[r * ld + at[r] + j] = base[r] + id;
+                keep[base[r] + id] = 1;
+            }
+        }
+        return status::ok();
+    }
+
+private:
+    emulation_options opt_;
 };
 
 }  // namespace
 
-std::unique_ptr<device_runtime> make_emulated_runtime() { return std::make_unique<emulated_runtime>(); }
+std::unique_ptr<device_runtime> make_emulated_runtime(emulation_options opt) { return std::make_unique<emulated_runtime>(opt); }
 
 }  // namespace tandem::cuda

@@ -1,7 +1,8 @@
 // cuda/host/kernel_math.h — The per-element math of the CUDA kernels, written once for both sides.
 //
 // Every function here is `__host__ __device__` under nvcc and plain inline C++ elsewhere, so the
-// CUDA kernels (cuda/kernels_*.cu, cuda/device_runtime.cu) and the host unit tests (test/unit/cuda/) run the SAME source.
+// CUDA kernels (cuda/kernels_*.cu) and the host unit tests and emulation (test/unit/cuda/,
+// cuda/host/*_emulated.cpp) run the SAME source.
 // The unit tests compare these functions bit for bit with the CPU reference (cpu/kernels.h,
 // cpu/weight_matrix.h, cache/codec.h, model/forward.h): what passes there is the exact operation
 // sequence the GPU runs. Two things remain that only a GPU can show: the device's own libm
@@ -406,6 +407,100 @@ TANDEM_HD float compressor_pool_feature(const float* ring, int64_t m, int64_t di
     float acc = 0.0f;
     for (int64_t j = 0; j < n; ++j) acc += ring[j * F + off_of(j) + e] * (expf(ring[j * F + cd + off_of(j) + e] - mx) / sum);
     return acc;
+}
+
+// K9 ring update + pooling, one feature column of one sequence over the step's tokens (what
+// run_compressor does per token, regrouped by column). Token i (position start + i, slot
+// pos % m) writes its kv and gate + ape into ring row (overlap ? m : 0) + slot; a token that fills
+// the window's last slot pools the window into pooled[w · dim + e] (w counts this call's closed
+// windows) and, for CSA, moves the current rows to the "previous" half. Thread e owns ring columns
+// {e, dim + e (CSA)} of the kv half and the same columns of the score half, and pooling feature e
+// reads only those, so one thread per (sequence, feature) runs the whole step with no
+// synchronisation, and every element gets the CPU's operations in the CPU's per-sequence order.
+TANDEM_HD void compressor_feed_feature(const float* kv, const float* gate, const float* ape, float* ring, int64_t rows,
+                                       int64_t start, int64_t m, int64_t dim, bool overlap, float* pooled, int64_t e) {
+    const int64_t cd = (overlap ? 2 : 1) * dim, F = 2 * cd, ncol = overlap ? 2 : 1;
+    int64_t emitted = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+        const int64_t pos = start + i, slot = pos % m;
+        float* dst = ring + ((overlap ? m : 0) + slot) * F;
+        for (int64_t c = e; c < ncol * dim; c += dim) {
+            dst[c] = kv[i * cd + c];
+            dst[cd + c] = gate[i * cd + c] + ape[slot * cd + c];
+        }
+        if (slot != m - 1) continue;
+        pooled[emitted * dim + e] = compressor_pool_feature(ring, m, dim, overlap, e);
+        ++emitted;
+        if (!overlap) continue;
+        for (int64_t j = 0; j < m; ++j)  // this window becomes "previous"
+            for (int64_t c = e; c < cd; c += dim) {
+                ring[j * F + c] = ring[(m + j) * F + c];
+                ring[j * F + cd + c] = ring[(m + j) * F + cd + c];
+            }
+    }
+}
+
+// ---- K12 indexer top-k (model/attention.cpp top_k_ascending) -------------------------------------
+//
+// The CPU selects the k largest scores with libstdc++'s partial_sort / nth_element over (value,
+// index) pairs compared by value only, so which of several EXACTLY equal scores it keeps is that
+// algorithm's accident (torch's CPU topk does the same; ReLU makes exact zeros common). K12 is an
+// exact threshold select: T = the k-th largest value (radix select over order-preserving keys,
+// 4 digits of 8 bits), selected = {v > T} plus, among {v == T}, the lowest indices that fit. When
+// #{v == T} equals the slots left for them, that set is {v ≥ T} — exactly k rows, which is the
+// only set any correct top-k returns, the CPU's included. Otherwise (an exact tie straddles the
+// boundary, or a NaN makes the order partial) the row is flagged "tied" and the executor runs the
+// CPU's own selection on it (cuda/host/indexer_top_k.h): the GPU's choice equals the CPU's always.
+
+// Order-preserving key: a < b ⇔ key(a) < key(b) for non-NaN floats; −0 and +0 (equal to the CPU's
+// comparator) share one key.
+TANDEM_HD uint32_t top_k_key(float v) {
+    uint32_t u = as_bits(v);
+    if ((u & 0x7fffffffu) == 0) u = 0;
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// One radix step: hist[256] counts the candidates' digits (candidates: keys equal to the
+// threshold's digits found so far); `need` (≥ 1) of the largest candidates are still to be taken.
+// Returns the digit holding the need-th largest and lowers `need` by the candidates above it.
+TANDEM_HD uint32_t top_k_pick_digit(const uint32_t* hist, int64_t& need) {
+    for (uint32_t d = 255; d > 0; --d) {
+        if (static_cast<int64_t>(hist[d]) >= need) return d;
+        need -= hist[d];
+    }
+    return 0;
+}
+
+// K12 for one row, serially (the host emulation; the kernel runs the same passes with one CTA and
+// the same two helpers above): out[0..k) = the selected indices of v[0..n) ascending, −1 padded
+// when n < k (then all n are selected). Returns true when the row is tied at the boundary (or has
+// a NaN): out then holds the lowest-index choice, and the CPU's selection must replace it.
+TANDEM_HD bool top_k_row(const float* v, int64_t n, int64_t k, int32_t* out) {
+    if (n <= k) {
+        for (int64_t j = 0; j < k; ++j) out[j] = j < n ? static_cast<int32_t>(j) : -1;
+        return false;
+    }
+    uint32_t hist[256], prefix = 0, mask = 0, equal = 0;
+    int64_t need = k;
+    bool nan = false;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int d = 0; d < 256; ++d) hist[d] = 0;
+        for (int64_t j = 0; j < n; ++j) {
+            nan |= v[j] != v[j];
+            const uint32_t key = top_k_key(v[j]);
+            if ((key & mask) == prefix) ++hist[(key >> shift) & 255u];
+        }
+        const uint32_t d = top_k_pick_digit(hist, need);
+        prefix |= d << shift;
+        mask |= 255u << shift;
+        equal = hist[d];
+    }
+    int64_t taken = 0, equal_taken = 0;
+    for (int64_t j = 0; j < n; ++j) {
+        const uint32_t key = top_k_key(v[j]);
+        if (key > prefix || (key == prefix && equal_taken++ < need)) out[taken++] = static_cast<int32_t>(j);
+    }
+    return nan || static_cast<int64_t>(equal) > need;
 }
 
 // ---- official numerics simulations of the q/kv/indexer paths (model/numerics.h) -----------------

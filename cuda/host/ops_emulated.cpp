@@ -239,13 +239,77 @@ status emu_official_sim(official_sim kind, std::span<float> x, int64_t dim, int6
     return status::ok();
 }
 
+status emu_top_k(std::span<const float> scores, int64_t rows, int64_t ld, std::span<const int32_t> n_cand, int64_t kk,
+                 std::span<int32_t> sel, std::span<int32_t> tied) {
+    if (kk < 1) return make_error(error_code::invalid_argument, "K12 top-k: k must be at least 1");
+    if (static_cast<int64_t>(scores.size()) != rows * ld || static_cast<int64_t>(n_cand.size()) != rows ||
+        static_cast<int64_t>(sel.size()) != rows * kk || static_cast<int64_t>(tied.size()) != rows)
+        return size_error("K12 top-k");
+    for (int64_t r = 0; r < rows; ++r) {
+        if (n_cand[r] < 0 || n_cand[r] > ld) return make_error(error_code::out_of_range, "K12 top-k: candidate count outside [0, ld]");
+        tied[r] = k::top_k_row(&scores[r * ld], n_cand[r], kk, &sel[r * kk]) ? 1 : 0;
+    }
+    return status::ok();
+}
+
+status emu_hc_head(const hc_shape& s, std::span<const float> h, std::span<const float> fn, std::span<const float> base,
+                   std::span<const float> scale, std::span<float> x) {
+    if (s.n < 1 || s.n > 8 || s.d <= 0) return make_error(error_code::invalid_argument, "K18 hc_head: bad shape");
+    const int64_t nd = s.n * s.d, T = static_cast<int64_t>(h.size()) / nd;
+    if (T * nd != static_cast<int64_t>(h.size()) || static_cast<int64_t>(fn.size()) != s.n * nd ||
+        static_cast<int64_t>(base.size()) != s.n || scale.size() != 1 || static_cast<int64_t>(x.size()) != T * s.d)
+        return size_error("K18 hc_head");
+    float pre[8];
+    for (int64_t t = 0; t < T; ++t) {
+        const float* ht = &h[t * nd];
+        k::hc_head_weights(s.n, s.d, s.norm_eps, s.hc_eps, ht, fn.data(), base.data(), scale.data(), pre);
+        for (int64_t e = 0; e < s.d; ++e) x[t * s.d + e] = k::hc_collapse(s.n, s.d, pre, ht, e);
+    }
+    return status::ok();
+}
+
+status emu_move_rows(std::span<const float> src, int64_t width, std::span<const int32_t> index, std::span<float> dst,
+                     bool gather) {
+    const int64_t rows = static_cast<int64_t>(index.size());
+    const int64_t moved = static_cast<int64_t>(gather ? dst.size() : src.size()), pool = static_cast<int64_t>(gather ? src.size() : dst.size());
+    if (width <= 0 || moved != rows * width || pool % width != 0) return size_error(gather ? "gather rows" : "scatter rows");
+    for (int32_t i : index)
+        if (i < 0 || i >= pool / width) return make_error(error_code::out_of_range, "move rows: index outside the rows");
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < width; ++i) {
+            if (gather) dst[r * width + i] = src[int64_t{index[r]} * width + i];
+            else dst[int64_t{index[r]} * width + i] = src[r * width + i];
+        }
+    return status::ok();
+}
+status emu_gather_rows(std::span<const float> src, int64_t width, std::span<const int32_t> index, std::span<float> dst) {
+    return emu_move_rows(src, width, index, dst, true);
+}
+status emu_scatter_rows(std::span<const float> src, int64_t width, std::span<const int32_t> index, std::span<float> dst) {
+    return emu_move_rows(src, width, index, dst, false);
+}
+
+status emu_scale_rows(std::span<float> x, int64_t width, std::span<const float> w) {
+    if (width <= 0 || static_cast<int64_t>(x.size()) != static_cast<int64_t>(w.size()) * width) return size_error("scale rows");
+    for (size_t r = 0; r < w.size(); ++r)
+        for (int64_t i = 0; i < width; ++i) x[static_cast<int64_t>(r) * width + i] *= w[r];
+    return status::ok();
+}
+
+status emu_add(std::span<const float> a, std::span<const float> b, std::span<float> out) {
+    if (b.size() != a.size() || out.size() != a.size()) return size_error("add");
+    for (size_t i = 0; i < a.size(); ++i) out[i] = a[i] + b[i];
+    return status::ok();
+}
+
 }  // namespace
 
 const op_table& device_ops() {
     static const op_table t{"device",   op_embed_expand, op_linear,  op_rms_norm,  op_qdq_fp8, op_rope,
                             op_hc_pre,  op_hc_post,      op_attention, op_argmax, op_route,  op_swiglu,
                             op_moe_combine, op_encode_rows, op_decode_rows, op_indexer_scores, op_compressor_pool,
-                            op_official_sim};
+                            op_official_sim, op_top_k, op_hc_head, op_gather_rows, op_scatter_rows, op_scale_rows,
+                            op_add};
     return t;
 }
 
@@ -253,7 +317,8 @@ const op_table& emulated_ops() {
     static const op_table t{"host emulation", emu_embed_expand, emu_linear,    emu_rms_norm, emu_qdq_fp8,
                             emu_rope,         emu_hc_pre,       emu_hc_post,   emu_attention, emu_argmax,
                             emu_route,        emu_swiglu,       emu_moe_combine, emu_encode_rows, emu_decode_rows,
-                            emu_indexer_scores, emu_compressor_pool, emu_official_sim};
+                            emu_indexer_scores, emu_compressor_pool, emu_official_sim, emu_top_k, emu_hc_head,
+                            emu_gather_rows, emu_scatter_rows, emu_scale_rows, emu_add};
     return t;
 }
 

@@ -126,9 +126,9 @@ TANDEM_AVX2_INLINE const uint8_t* scale_row(const weight_matrix& w, int64_t r) {
 TANDEM_AVX2_INLINE float factor_of(const weight_matrix& w, const uint8_t* srow, int64_t k) {
     float s;
     if (w.scale == scale_form::e8m0) {
-        s = decode_e8m0(srow[k / w.block_cols]);
+        s = decode_e8m0(srow[scale_col_of(w, k)]);
     } else {
-        __builtin_memcpy(&s, srow + 4 * (k / w.block_cols), 4);
+        __builtin_memcpy(&s, srow + 4 * scale_col_of(w, k), 4);
     }
     return w.form == weight_form::fp8_e4m3 ? s * 256.0f : s;
 }
@@ -521,6 +521,7 @@ TANDEM_AVX512 void tile512_form(const float* x, int64_t xs, int64_t rows, const 
 // not be compiled for AVX-512 (see the file comment). Grown only, per thread.
 void tile_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1, float* y,
                  int64_t ys) {
+    if (rows == 1 && w.form == weight_form::fp4_e2m1) return gemv_fp4_avx512(x, w, o0, o1, y);  // see its file
     if (rows < 2) return tile_avx2(x, xs, rows, w, o0, o1, y, ys);
     thread_local std::vector<float> packed;
     const size_t need = static_cast<size_t>((rows + 1) / 2 * 2 * (w.cols & ~int64_t{7}));

@@ -62,6 +62,14 @@ inline float decode_e8m0(uint8_t v) {
 inline float e4m3_times_2_pow_minus_120(uint8_t v) {
     return bits_as_float((static_cast<uint32_t>(v & 0x80u) << 24) | (static_cast<uint32_t>(v & 0x7fu) << 20));
 }
+// The scale column of stored column k (k / block_cols), with the checkpoints' two block widths
+// (FP4's 32, FP8's 128) as shifts: the kernels look a scale up once per group of 32 or 128 weights
+// per output, and a 64-bit division there was a large part of a 1-row FP4 GEMV's time.
+inline int64_t scale_col_of(const weight_matrix& w, int64_t k) {
+    if (w.block_cols == 32) return k >> 5;
+    if (w.block_cols == 128) return k >> 7;
+    return k / w.block_cols;
+}
 inline constexpr float k_two_pow_120 = 1.329227995784916e36f;  // 2^120
 inline constexpr float k_e2m1_values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 

@@ -1,5 +1,5 @@
-// test/cuda/attention_reference.h — model/attention.cpp's indexer score, compressor pooling and
-// attention loops restated line for line for the CUDA tests (attention.cpp keeps them inside its
+// test/cuda/attention_reference.h — model/attention.cpp's indexer score, top-k, compressor ring
+// update and pooling, and attention loops restated line for line for the CUDA tests (attention.cpp keeps them inside its
 // attention_pass / file-local functions; the model's attention output itself is covered end to
 // end by test/unit/model's golden tests). If attention.cpp changes its order, change it here too.
 #pragma once
@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
+#include <utility>
 #include <vector>
 
 #include "cpu/kernels.h"
@@ -36,6 +38,42 @@ inline void pool_window(int64_t m, int64_t D, bool overlap, const float* ring, f
         float acc = 0.0f;
         for (int64_t i = 0; i < n; ++i) acc += at(i)[e] * (std::exp(at(i)[cd + e] - mx) / sum);
         out[e] = acc;
+    }
+}
+
+// top_k_ascending: the k largest in ascending index order, exact ties as torch's CPU topk.
+inline void top_k_ascending(const std::vector<float>& v, int64_t k, std::vector<int32_t>& idx) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    idx.clear();
+    if (k >= n) {
+        idx.resize(static_cast<size_t>(n));
+        std::iota(idx.begin(), idx.end(), 0);
+        return;
+    }
+    std::vector<std::pair<float, int64_t>> q(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(j)] = {v[static_cast<size_t>(j)], j};
+    auto larger = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) { return a.first > b.first; };
+    if (k * 64 <= n) std::partial_sort(q.begin(), q.begin() + k, q.end(), larger);
+    else std::nth_element(q.begin(), q.begin() + k - 1, q.end(), larger);
+    for (int64_t j = 0; j < k; ++j) idx.push_back(static_cast<int32_t>(q[static_cast<size_t>(j)].second));
+    std::sort(idx.begin(), idx.end());
+}
+
+// run_compressor's ring update for one sequence (before the norm / RoPE / simulation of each
+// emitted row): pooled rows go to pooled [emitted, D] in order.
+inline void feed_ring(int64_t m, int64_t D, bool overlap, const float* kv, const float* gate, const float* ape,
+                      int64_t n_tokens, int64_t start_pos, float* ring, std::vector<float>& pooled) {
+    const int64_t cd = (overlap ? 2 : 1) * D, F = 2 * cd;
+    std::vector<float> row(static_cast<size_t>(D));
+    for (int64_t i = 0; i < n_tokens; ++i) {
+        const int64_t pos = start_pos + i, slot = pos % m;
+        float* dst = ring + ((overlap ? m : 0) + slot) * F;
+        std::copy_n(kv + i * cd, cd, dst);
+        for (int64_t e = 0; e < cd; ++e) dst[cd + e] = gate[i * cd + e] + ape[slot * cd + e];
+        if (slot != m - 1) continue;
+        pool_window(m, D, overlap, ring, row.data());
+        pooled.insert(pooled.end(), row.begin(), row.end());
+        if (overlap) std::copy_n(ring + m * F, m * F, ring);
     }
 }
 

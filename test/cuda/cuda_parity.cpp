@@ -11,6 +11,7 @@
 // With --emulate the same checks run over the kernels' host emulation (CI does this: it proves
 // the harness and the bounds, not the GPU).
 // Usage: cuda_parity [--emulate] [--json PATH]
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -149,6 +150,58 @@ model::model_config hc_config(const cuda::hc_shape& s) {
     c.rms_norm_eps = s.norm_eps;
     c.hc_sinkhorn_iters = s.sinkhorn_iters;
     return c;
+}
+
+// ---- K12 reference pieces ---------------------------------------------------------------------
+
+// The spec's total order (score desc, lowest index first): the k best, ascending, −1 padded.
+std::vector<int32_t> total_order_top_k(const float* v, int64_t n, int64_t k) {
+    std::vector<int32_t> idx(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) idx[j] = static_cast<int32_t>(j);
+    std::stable_sort(idx.begin(), idx.end(), [v](int32_t a, int32_t b) { return v[a] > v[b]; });
+    idx.resize(static_cast<size_t>(std::min(n, k)));
+    std::sort(idx.begin(), idx.end());
+    idx.resize(static_cast<size_t>(k), -1);
+    return idx;
+}
+
+// Whether an exact tie straddles the k-th boundary (counted without K12's radix select).
+bool boundary_tied(const float* v, int64_t n, int64_t k) {
+    if (k >= n) return false;
+    std::vector<float> s(v, v + n);
+    std::sort(s.begin(), s.end(), [](float a, float b) { return a > b; });
+    const float t = s[static_cast<size_t>(k - 1)];
+    const int64_t above = std::count_if(v, v + n, [t](float x) { return x > t; });
+    return std::count(v, v + n, t) > k - above;
+}
+
+// Rows of indexer-like scores: random, ReLU-heavy (exact zeros, some −0), and rows with an exact
+// tie planted at the k-th boundary. ld = the widest row.
+struct top_k_rows {
+    int64_t rows = 0, ld = 0;
+    std::vector<float> scores;
+    std::vector<int32_t> n;
+};
+top_k_rows make_top_k_rows(int64_t k, uint32_t seed) {
+    top_k_rows t;
+    const int64_t counts[] = {k / 2, k, k + 1, 3 * k, 64 * k + 7, 5 * k, 2 * k, 4 * k + 3};
+    t.rows = 3 * static_cast<int64_t>(std::size(counts));
+    for (int64_t c : counts) t.ld = std::max(t.ld, c);
+    t.scores.assign(static_cast<size_t>(t.rows * t.ld), 0.0f);
+    std::mt19937 rng(seed);
+    for (int64_t r = 0; r < t.rows; ++r) {
+        const int64_t n = counts[r % std::size(counts)], kind = r / static_cast<int64_t>(std::size(counts));
+        t.n.push_back(static_cast<int32_t>(n));
+        float* v = &t.scores[r * t.ld];
+        auto x = randoms(static_cast<size_t>(n), seed + static_cast<uint32_t>(r));
+        for (int64_t j = 0; j < n; ++j) v[j] = kind == 1 ? (x[j] < 0.5f ? ((j & 1) ? -0.0f : 0.0f) : x[j]) : x[j];
+        if (kind == 2 && n > k) {  // the k-th value copied past the boundary
+            std::vector<float> s(v, v + n);
+            std::sort(s.begin(), s.end(), [](float a, float b) { return a > b; });
+            for (int i = 0; i < 2; ++i) v[rng() % n] = s[static_cast<size_t>(k - 1)];
+        }
+    }
+    return t;
 }
 
 // ---- tier 1 -----------------------------------------------------------------------------------
@@ -327,6 +380,57 @@ void tier1(report& rep) {
             rep.add("1", "K18 greedy argmax (ties to the lowest id)", d.empty() && got[1] == 10, d);
         }
     }
+    for (int64_t k : {int64_t{64}, int64_t{512}}) {  // K12 top-k (integer output: bytes equal)
+        const top_k_rows t = make_top_k_rows(k, 70 + static_cast<uint32_t>(k));
+        std::vector<int32_t> sel(static_cast<size_t>(t.rows * k)), tied(static_cast<size_t>(t.rows));
+        status st = ops().top_k(t.scores, t.rows, t.ld, t.n, k, sel, tied);
+        const std::string name = "K12 top-k " + std::to_string(k) + " (random, ReLU zeros, planted boundary ties)";
+        if (!st) {
+            expect_ok(rep, "1", name, st);
+            continue;
+        }
+        std::string d;
+        int64_t n_tied = 0;
+        std::vector<int32_t> cpu;
+        for (int64_t r = 0; r < t.rows && d.empty(); ++r) {
+            const float* v = &t.scores[r * t.ld];
+            const std::vector<int32_t> got(sel.begin() + r * k, sel.begin() + (r + 1) * k);
+            const bool want_tied = boundary_tied(v, t.n[r], k);
+            n_tied += want_tied;
+            if ((tied[r] != 0) != want_tied) d = "row " + std::to_string(r) + ": tied flag " + std::to_string(tied[r]);
+            else if (got != total_order_top_k(v, t.n[r], k)) d = "row " + std::to_string(r) + ": ids differ from (score desc, index asc)";
+            else if (!want_tied) {
+                attention_cpu::top_k_ascending(std::vector<float>(v, v + t.n[r]), k, cpu);
+                cpu.resize(static_cast<size_t>(k), -1);
+                if (got != cpu) d = "row " + std::to_string(r) + ": untied row differs from the CPU's selection";
+            }
+        }
+        rep.add("1", name, d.empty() && n_tied > 0,
+                d.empty() ? std::to_string(t.rows) + " rows: untied ones equal the CPU's rows, " + std::to_string(n_tied) +
+                                " tied flagged exactly"
+                          : d);
+    }
+    {  // the MoE row moves and the elementwise add (no arithmetic but one fp32 multiply / add)
+        const int64_t rows = 9, width = 300;
+        auto src = randoms(static_cast<size_t>(rows * width), 80), w = randoms(static_cast<size_t>(rows), 81);
+        std::vector<int32_t> index = {8, 0, 3, 3, 7, 1, 2, 5, 4};
+        std::vector<float> got(src.size()), want(src.size());
+        for (int64_t r = 0; r < rows; ++r) std::copy_n(&src[index[r] * width], width, &want[r * width]);
+        equal_check(rep, "1", "gather rows", ops().gather_rows(src, width, index, got), got, want);
+        std::vector<int32_t> perm = {4, 0, 8, 2, 6, 1, 3, 7, 5};
+        auto base = randoms(static_cast<size_t>((rows + 2) * width), 82);
+        got = base, want = base;
+        for (int64_t r = 0; r < rows; ++r) std::copy_n(&src[r * width], width, &want[perm[r] * width]);
+        equal_check(rep, "1", "scatter rows (other rows untouched)", ops().scatter_rows(src, width, perm, got), got, want);
+        got = src, want = src;
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t i = 0; i < width; ++i) want[r * width + i] *= w[r];
+        equal_check(rep, "1", "scale rows", ops().scale_rows(got, width, w), got, want);
+        auto b = randoms(src.size(), 83);
+        got.assign(src.size(), 0.0f);
+        for (size_t i = 0; i < src.size(); ++i) want[i] = src[i] + b[i];
+        equal_check(rep, "1", "elementwise add", ops().add(src, b, got), got, want);
+    }
 }
 
 // ---- tier 2 -----------------------------------------------------------------------------------
@@ -372,6 +476,49 @@ void tier2(report& rep) {
                     err.add(got[a + 1], want[a + 1], xb * c + xa * s, mag);
                 }
         err.report_to(rep, "RoPE (interleaved pairs, positions up to 2^20)", 8);
+    }
+    {  // K18 HC head collapse (expf in the sigmoid)
+        const cuda::hc_shape s = hc_dims();
+        const int64_t T = 6, nd = s.n * s.d;
+        auto h = randoms(static_cast<size_t>(T * nd), 90), fn = randoms(static_cast<size_t>(s.n * nd), 91, 0.02f);
+        auto base = randoms(static_cast<size_t>(s.n), 92);
+        std::vector<float> scale = {0.8f}, got(static_cast<size_t>(T * s.d));
+        status st = ops().hc_head(s, h, fn, base, scale, got);
+        if (!st) return expect_ok(rep, "2", "K18 HC head", st);
+        model::model_config cfg = hc_config(s);
+        model::hc_weights hw;
+        hw.fn.data = fn;
+        hw.fn.shape = {s.n, nd};
+        hw.base.data = base;
+        hw.scale.data = scale;
+        oracle_error err;
+        int64_t equal = 0;
+        for (int64_t t = 0; t < T; ++t) {
+            std::vector<float> cpu(static_cast<size_t>(s.d));
+            model::hc_head_collapse(cfg, hw, &h[t * nd], cpu.data());
+            double ss = 0;
+            for (int64_t i = 0; i < nd; ++i) ss += double(h[t * nd + i]) * h[t * nd + i];
+            const double inv = 1.0 / std::sqrt(ss / nd + s.norm_eps);
+            double pre[8];
+            for (int64_t j = 0; j < s.n; ++j) {
+                double mix = 0;
+                for (int64_t i = 0; i < nd; ++i) mix += double(fn[j * nd + i]) * (h[t * nd + i] * inv);
+                pre[j] = 1.0 / (1.0 + std::exp(-(mix * scale[0] + base[j]))) + s.hc_eps;
+            }
+            for (int64_t e = 0; e < s.d; ++e) {
+                double x = 0, mag = 0;
+                for (int64_t j = 0; j < s.n; ++j) {
+                    x += pre[j] * h[t * nd + j * s.d + e];
+                    mag += std::fabs(pre[j] * h[t * nd + j * s.d + e]);
+                }
+                err.add(got[t * s.d + e], cpu[e], x, mag);
+                equal += bits(got[t * s.d + e]) == bits(cpu[e]);
+            }
+        }
+        // Host (glibc expf) bytes-equal to the CPU; the device expf (≤ 2 ulp) moves pre by a few
+        // units, the collapse sums 4 terms: the K2 collapse's bound covers it.
+        err.report_to(rep, "K18 HC head collapse (" + std::to_string(equal) + "/" + std::to_string(T * s.d) +
+                                " bytes-equal to CPU)", 256);
     }
     {  // K2 mHC pre with Sinkhorn
         const cuda::hc_shape s = hc_dims();
@@ -655,6 +802,38 @@ void tier4(report& rep) {
         std::vector<float> out(shared.size());
         TANDEM_RETURN_IF_ERROR(ops().moe_combine(contrib, b, 6, 256, shared, out));
         return row_of(out, t, 256);
+    });
+    invariance(rep, "K18 HC head collapse", [&](int64_t b, int64_t t) -> result<std::vector<float>> {
+        auto h = batch_rows(b, t, nd);
+        auto hfn = randoms(static_cast<size_t>(s.n * nd), 25, 0.02f), hbase = randoms(static_cast<size_t>(s.n), 26);
+        std::vector<float> hscale = {0.8f}, x(static_cast<size_t>(b * s.d));
+        TANDEM_RETURN_IF_ERROR(ops().hc_head(s, h, hfn, hbase, hscale, x));
+        return row_of(x, t, s.d);
+    });
+    invariance(rep, "K12 top-k (ids + tied flag; co-tenants with other candidate counts)",
+               [&](int64_t b, int64_t t) -> result<std::vector<float>> {
+                   const int64_t k = 64, ld = 700;
+                   auto sc = batch_rows(b, t, ld);
+                   for (int64_t j = 0; j < ld; j += 5) sc[t * ld + j] = 0.0f;  // exact zeros in the target row
+                   std::vector<int32_t> n(static_cast<size_t>(b)), sel(static_cast<size_t>(b * k)), tied(static_cast<size_t>(b));
+                   for (int64_t i = 0; i < b; ++i) n[i] = i == t ? 650 : static_cast<int32_t>((i * 97) % (ld + 1));
+                   TANDEM_RETURN_IF_ERROR(ops().top_k(sc, b, ld, n, k, sel, tied));
+                   std::vector<float> out(sel.begin() + t * k, sel.begin() + (t + 1) * k);
+                   out.push_back(static_cast<float>(tied[t]));
+                   return out;
+               });
+    invariance(rep, "gather / scale / add rows", [&](int64_t b, int64_t t) -> result<std::vector<float>> {
+        const int64_t width = 256;
+        auto src = batch_rows(b, t, width), w = batch_rows(b, t, 1), other = batch_rows(b, t, width, 2.0f);
+        std::vector<int32_t> rev(static_cast<size_t>(b));
+        for (int64_t i = 0; i < b; ++i) rev[i] = static_cast<int32_t>(b - 1 - i);
+        std::vector<float> g(src.size()), sum(src.size());
+        TANDEM_RETURN_IF_ERROR(ops().gather_rows(src, width, rev, g));  // row t lands at b − 1 − t
+        TANDEM_RETURN_IF_ERROR(ops().scale_rows(src, width, w));
+        TANDEM_RETURN_IF_ERROR(ops().add(src, other, sum));
+        std::vector<float> out = row_of(g, b - 1 - t, width), sc = row_of(sum, t, width);
+        out.insert(out.end(), sc.begin(), sc.end());
+        return out;
     });
     const int64_t H = 4, D = 128, K = 300;
     auto sinks = randoms(static_cast<size_t>(H), 23);

@@ -30,17 +30,20 @@ std::shared_ptr<engine::pool_sequences> make_sequences(const model::model_config
 
 struct executor_pair {
     std::unique_ptr<engine::model_executor> cpu, dev;
-    executor_pair(const std::string& dir, cache::kv_dtype kv, cache::index_k_dtype ik, model::numerics_mode num) {
+    executor_pair(const std::string& dir, cache::kv_dtype kv, cache::index_k_dtype ik, model::numerics_mode num,
+                  cuda::emulation_options emu = {}) {
         auto m = model::model::load(dir, model::model_options{num, 1});
         REQUIRE_MESSAGE(m.is_ok(), m.error().message());
         auto cpu_seqs = make_sequences((*m)->config(), kv, ik);
         auto dev_seqs = make_sequences((*m)->config(), kv, ik);
         cpu = std::make_unique<engine::cpu_executor>(std::move(m.value()), cpu_seqs);
-        auto d = cuda::device_executor::create(cuda::make_emulated_runtime(), {}, dir, num, dev_seqs);
+        auto d = cuda::device_executor::create(cuda::make_emulated_runtime(emu), {}, dir, num, dev_seqs);
         REQUIRE_MESSAGE(d.is_ok(), d.error().message());
+        dev_exec = d->get();
         dev = std::move(d.value());
         seqs_ = {cpu_seqs, dev_seqs};
     }
+    cuda::device_executor* dev_exec = nullptr;  // dev, for its K12 counts
     std::vector<std::shared_ptr<engine::pool_sequences>> seqs_;
     // Both executors' pools grow their page tables the way pool_capacity would.
     void ensure(const engine::step_plan& plan) {
@@ -131,6 +134,7 @@ TEST_CASE("device forward (host emulation) equals the CPU executor bit for bit o
     make_checkpoint("tiny", 3, dir.str());
     executor_pair ex(dir.str(), cache::kv_dtype::fp32, cache::index_k_dtype::fp32, model::numerics_mode::hf);
     compare_runs(ex);
+    CHECK(ex.dev_exec->top_k_stats().rows > 0);  // CSA rows past top-k went through K12
 }
 
 TEST_CASE("device forward (host emulation) equals the CPU executor with fp8 / fp4 cache rows, official numerics") {
@@ -138,6 +142,20 @@ TEST_CASE("device forward (host emulation) equals the CPU executor with fp8 / fp
     make_checkpoint("tiny-fp8", 4, dir.str());
     executor_pair ex(dir.str(), cache::kv_dtype::fp8, cache::index_k_dtype::fp4, model::numerics_mode::official);
     compare_runs(ex);
+    CHECK(ex.dev_exec->top_k_stats().rows > 0);  // CSA rows past top-k went through K12
+}
+
+TEST_CASE("device forward (host emulation): K12's host fallback on every row keeps the logits bit-identical") {
+    // Every scored row flagged as tied: each downloads its scores and takes the CPU's selection,
+    // whose ids replace K12's on the device (select_compressed) — the plumbing real ties use.
+    temp_dir dir("device_forward_topk_fallback");
+    make_checkpoint("tiny-fp8", 4, dir.str());
+    executor_pair ex(dir.str(), cache::kv_dtype::fp8, cache::index_k_dtype::fp4, model::numerics_mode::official,
+                     cuda::emulation_options{true});
+    compare_runs(ex);
+    const auto counts = ex.dev_exec->top_k_stats();
+    CHECK(counts.rows > 0);
+    CHECK(counts.host_rows == counts.rows);
 }
 
 TEST_CASE("device executor: errors name the problem and leave it usable") {

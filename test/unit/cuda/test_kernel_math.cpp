@@ -385,3 +385,32 @@ TEST_CASE("kmath official simulations (K8 kv FP8, K10 indexer Hadamard + FP4) eq
     }
     for (size_t i = 0; i < kv.size(); ++i) CHECK(bits(got[i]) == bits(want[i]));
 }
+
+TEST_CASE("kmath compressor ring update (one thread per feature over a whole step) equals run_compressor's loop") {
+    // Several windows closed inside one call, a start in mid-window, CSA (overlap) and HCA.
+    for (bool overlap : {true, false}) {
+        const int64_t m = overlap ? 4 : 8, D = 32, cd = (overlap ? 2 : 1) * D, F = 2 * cd, slots = overlap ? 2 * m : m;
+        for (int64_t start : {int64_t{0}, int64_t{3}, int64_t{13}}) {
+            const int64_t n = 3 * m + 2;
+            CAPTURE(overlap);
+            CAPTURE(start);
+            auto kv = random_floats(static_cast<size_t>(n * cd), 200 + static_cast<uint32_t>(start));
+            auto gate = random_floats(static_cast<size_t>(n * cd), 210 + static_cast<uint32_t>(start), 2.0f);
+            auto ape = random_floats(static_cast<size_t>(m * cd), 220);
+            auto ring0 = random_floats(static_cast<size_t>(slots * F), 230, 2.0f);
+            if (overlap)
+                for (int64_t j = 0; j < m; ++j)
+                    for (int64_t e = 0; e < cd; ++e) ring0[j * F + cd + e] = -INFINITY;  // a fresh "previous" window
+            std::vector<float> ring_cpu = ring0, ring_k = ring0, pooled_cpu;
+            attention_cpu::feed_ring(m, D, overlap, kv.data(), gate.data(), ape.data(), n, start, ring_cpu.data(), pooled_cpu);
+            std::vector<float> pooled_k(pooled_cpu.size() + D, 12345.0f);
+            for (int64_t e = 0; e < D; ++e)
+                km::compressor_feed_feature(kv.data(), gate.data(), ape.data(), ring_k.data(), n, start, m, D, overlap,
+                                            pooled_k.data(), e);
+            REQUIRE(pooled_cpu.size() >= static_cast<size_t>(3 * D));
+            for (size_t i = 0; i < pooled_cpu.size(); ++i) CHECK(bits(pooled_k[i]) == bits(pooled_cpu[i]));
+            for (size_t i = pooled_cpu.size(); i < pooled_k.size(); ++i) CHECK(pooled_k[i] == 12345.0f);  // no extra emission
+            for (size_t i = 0; i < ring_cpu.size(); ++i) CHECK(bits(ring_k[i]) == bits(ring_cpu[i]));
+        }
+    }
+}
