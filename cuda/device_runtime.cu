@@ -147,6 +147,14 @@ public:
     status decode_rows(const k::row_codec& f, const uint8_t* const* src, int64_t n, float* values) override {
         return launch_decode_rows(f, src, n, nullptr, values, k_stream);
     }
+    status kv_path(float* x, int64_t rows, int64_t dim, const float* norm_w, float eps, const float* inv_freq, int64_t half,
+                   const int64_t* pos, bool official, int64_t nope, const k::row_codec& f, uint8_t* bytes) override {
+        return launch_kv_path(x, rows, dim, norm_w, eps, inv_freq, half, pos, official, nope, f, bytes, k_stream);
+    }
+    status indexer_q_path(float* x, int64_t rows, int64_t heads, int64_t dim, const float* inv_freq, int64_t half,
+                          const int64_t* pos, bool official) override {
+        return launch_indexer_q_path(x, rows, heads, dim, inv_freq, half, pos, official, k_stream);
+    }
     status decode_kept_rows(const k::row_codec& f, const uint8_t* const* src, int64_t n, const int32_t* keep,
                             float* values) override {
         return launch_decode_rows(f, src, n, keep, values, k_stream);

@@ -48,6 +48,12 @@ status launch_decode_rows(const kmath::row_codec& f, const uint8_t* const* src, 
 // K9 pooling of n closed windows: rings [n, slots, F] → out [n, dim].
 status launch_compressor_pool(const float* rings, int64_t n, int64_t m, int64_t dim, bool overlap, float* out,
                               cudaStream_t stream);
+// K8 kv path and K10 indexer q path, fused (device_runtime::kv_path / indexer_q_path).
+status launch_kv_path(float* x, int64_t rows, int64_t dim, const float* norm_w, float eps, const float* inv_freq,
+                      int64_t half, const int64_t* pos, bool official, int64_t nope, const kmath::row_codec& f,
+                      uint8_t* bytes, cudaStream_t stream);
+status launch_indexer_q_path(float* x, int64_t rows, int64_t heads, int64_t dim, const float* inv_freq, int64_t half,
+                             const int64_t* pos, bool official, cudaStream_t stream);
 // K9 ring update + pooling of one compressor over a step (device_runtime::compressor_update).
 status launch_compressor_update(const float* kv, const float* gate, const float* ape, float* const* rings,
                                 const int64_t* seq, int64_t seqs, int64_t m, int64_t dim, bool overlap, float* pooled,

@@ -21,6 +21,7 @@
 
 #include "cuda/device_resources.h"
 #include "cuda/host/cuda_ops.h"
+#include "cuda/host/kernel_paths.h"
 #include "cuda/host/kernel_views.h"
 
 namespace tandem::cuda {

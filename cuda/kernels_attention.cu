@@ -69,6 +69,31 @@ __global__ void compressor_pool_kernel(const float* rings, int64_t m, int64_t di
     out[win * dim + e] = k::compressor_pool_feature(rings + win * slots * F, m, dim, overlap, e);
 }
 
+// K8 kv path, one block per row: the norm's inverse in thread 0, the element loop and the RoPE
+// pairs across the block, then the FP8 simulation and the storage round trip in thread 0 (as the
+// official-sim and row-codec kernels do, one thread per row) — kmath::kv_path_row's steps.
+__global__ void kv_path_kernel(float* x, int64_t dim, const float* norm_w, float eps, const float* inv_freq, int64_t half,
+                               const int64_t* pos, bool official, int64_t nope, k::row_codec f, uint8_t* bytes) {
+    __shared__ float inv;
+    const int64_t r = blockIdx.x;
+    float* row = x + r * dim;
+    if (threadIdx.x == 0) inv = k::rms_inverse(row, dim, eps);
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) row[i] = k::rms_apply(row[i], norm_w, i, inv);
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) k::rope_pair(row + dim - 2 * half, i, inv_freq[i], pos[r], false);
+    __syncthreads();
+    if (threadIdx.x == 0) k::kv_path_finish(row, dim, official, nope, f, bytes + r * f.bytes);
+}
+
+// K10 q path: one thread per (row, head).
+__global__ void indexer_q_path_kernel(float* x, int64_t rows, int64_t heads, int64_t dim, const float* inv_freq,
+                                      int64_t half, const int64_t* pos, bool official) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= rows * heads) return;
+    k::indexer_q_head(x + i * dim, dim, inv_freq, half, pos[i / heads], official);
+}
+
 // One thread per (sequence, feature): the sequence's tokens in order through its ring columns
 // (kmath::compressor_feed_feature says why no two threads touch the same ring element).
 __global__ void compressor_update_kernel(const float* kv, const float* gate, const float* ape, float* const* rings,
@@ -135,6 +160,23 @@ status launch_decode_rows(const k::row_codec& f, const uint8_t* const* src, int6
                           float* values, cudaStream_t stream) {
     if (n > 0) decode_rows_kernel<<<blocks_for(n, 64), 64, 0, stream>>>(f, src, n, keep, values);
     return cuda_launch_status("row read");
+}
+
+status launch_kv_path(float* x, int64_t rows, int64_t dim, const float* norm_w, float eps, const float* inv_freq,
+                      int64_t half, const int64_t* pos, bool official, int64_t nope, const k::row_codec& f,
+                      uint8_t* bytes, cudaStream_t stream) {
+    if (rows > 0 && dim > 0)
+        kv_path_kernel<<<static_cast<unsigned>(rows), k_threads, 0, stream>>>(x, dim, norm_w, eps, inv_freq, half, pos, official,
+                                                                             nope, f, bytes);
+    return cuda_launch_status("K8 kv path");
+}
+
+status launch_indexer_q_path(float* x, int64_t rows, int64_t heads, int64_t dim, const float* inv_freq, int64_t half,
+                             const int64_t* pos, bool official, cudaStream_t stream) {
+    if (rows > 0 && heads > 0)
+        indexer_q_path_kernel<<<blocks_for(rows * heads, 64), 64, 0, stream>>>(x, rows, heads, dim, inv_freq, half, pos,
+                                                                              official);
+    return cuda_launch_status("K10 indexer q path");
 }
 
 status launch_compressor_update(const float* kv, const float* gate, const float* ape, float* const* rings,
@@ -278,6 +320,43 @@ status op_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, in
     TANDEM_RETURN_IF_ERROR(launch_compressor_pool(dr->get<float>(), n, m, dim, overlap, dout->get<float>(), 0));
     TANDEM_RETURN_IF_ERROR(finish("K9 compressor pool kernel"));
     return download(*dout, out, "K9: out");
+}
+
+status op_kv_path(std::span<float> x, int64_t dim, std::span<const float> norm_w, float eps, std::span<const float> inv_freq,
+                  std::span<const int64_t> pos, bool official, int64_t nope, const k::row_codec& fmt, std::span<uint8_t> rows) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    const int64_t T = static_cast<int64_t>(pos.size()), half = static_cast<int64_t>(inv_freq.size());
+    if (dim <= 0 || fmt.dims != dim || 2 * half > dim || nope < 0 || nope > dim)
+        return make_error(error_code::invalid_argument, "K8 kv path: bad row shape");
+    TANDEM_RETURN_IF_ERROR(check_size(x.size(), T * dim, "K8 kv path: x"));
+    TANDEM_RETURN_IF_ERROR(check_size(norm_w.size(), dim, "K8 kv path: norm weight"));
+    TANDEM_RETURN_IF_ERROR(check_size(rows.size(), T * fmt.bytes, "K8 kv path: rows"));
+    TANDEM_TRY_ASSIGN(dx, upload(std::span<const float>(x.data(), x.size()), "K8: x"));
+    TANDEM_TRY_ASSIGN(dw, upload(norm_w, "K8: norm weight"));
+    TANDEM_TRY_ASSIGN(df, upload(inv_freq, "K8: RoPE table"));
+    TANDEM_TRY_ASSIGN(dp, upload(pos, "K8: positions"));
+    TANDEM_TRY_ASSIGN(dr, device_memory::alloc(static_cast<int64_t>(rows.size_bytes()), "K8: rows"));
+    TANDEM_RETURN_IF_ERROR(launch_kv_path(dx->get<float>(), T, dim, dw->get<float>(), eps, df->get<float>(), half,
+                                          dp->get<int64_t>(), official, nope, fmt, dr->get<uint8_t>(), 0));
+    TANDEM_RETURN_IF_ERROR(finish("K8 kv path kernel"));
+    TANDEM_RETURN_IF_ERROR(download(*dx, x, "K8: x"));
+    return download(*dr, rows, "K8: rows");
+}
+
+status op_indexer_q_path(std::span<float> x, int64_t heads, int64_t dim, std::span<const float> inv_freq,
+                         std::span<const int64_t> pos, bool official) {
+    TANDEM_RETURN_IF_ERROR(need_gpu());
+    const int64_t T = static_cast<int64_t>(pos.size()), half = static_cast<int64_t>(inv_freq.size());
+    if (dim <= 0 || 2 * half > dim || (dim & (dim - 1)) != 0)
+        return make_error(error_code::invalid_argument, "K10 indexer q path: bad head shape");
+    TANDEM_RETURN_IF_ERROR(check_size(x.size(), T * heads * dim, "K10 indexer q path: x"));
+    TANDEM_TRY_ASSIGN(dx, upload(std::span<const float>(x.data(), x.size()), "K10: x"));
+    TANDEM_TRY_ASSIGN(df, upload(inv_freq, "K10: RoPE table"));
+    TANDEM_TRY_ASSIGN(dp, upload(pos, "K10: positions"));
+    TANDEM_RETURN_IF_ERROR(launch_indexer_q_path(dx->get<float>(), T, heads, dim, df->get<float>(), half, dp->get<int64_t>(),
+                                                 official, 0));
+    TANDEM_RETURN_IF_ERROR(finish("K10 indexer q path kernel"));
+    return download(*dx, x, "K10: x");
 }
 
 }  // namespace tandem::cuda

@@ -60,6 +60,13 @@ status op_gather_rows(std::span<const float>, int64_t, std::span<const int32_t>,
 status op_scatter_rows(std::span<const float>, int64_t, std::span<const int32_t>, std::span<float>) { return no_cuda(); }
 status op_scale_rows(std::span<float>, int64_t, std::span<const float>) { return no_cuda(); }
 status op_add(std::span<const float>, std::span<const float>, std::span<float>) { return no_cuda(); }
+status op_kv_path(std::span<float>, int64_t, std::span<const float>, float, std::span<const float>, std::span<const int64_t>,
+                  bool, int64_t, const kmath::row_codec&, std::span<uint8_t>) {
+    return no_cuda();
+}
+status op_indexer_q_path(std::span<float>, int64_t, int64_t, std::span<const float>, std::span<const int64_t>, bool) {
+    return no_cuda();
+}
 result<bandwidth_result> measure_bandwidth(int64_t, int64_t, int64_t, int) { return no_cuda(); }
 result<double> measure_copy_gb_per_s(int) { return no_cuda(); }
 result<bringup_report> bring_up_device(const device_memory_plan&) { return no_cuda(); }

@@ -91,6 +91,14 @@ public:
     status decode_rows(const kmath::row_codec& f, const uint8_t* const* src, int64_t n, float* v) override {
         return in_->decode_rows(f, src, n, v);
     }
+    status kv_path(float* x, int64_t rows, int64_t dim, const float* w, float eps, const float* inv_freq, int64_t half,
+                   const int64_t* pos, bool official, int64_t nope, const kmath::row_codec& f, uint8_t* bytes) override {
+        return in_->kv_path(x, rows, dim, w, eps, inv_freq, half, pos, official, nope, f, bytes);
+    }
+    status indexer_q_path(float* x, int64_t rows, int64_t heads, int64_t dim, const float* inv_freq, int64_t half,
+                          const int64_t* pos, bool official) override {
+        return in_->indexer_q_path(x, rows, heads, dim, inv_freq, half, pos, official);
+    }
     status decode_kept_rows(const kmath::row_codec& f, const uint8_t* const* src, int64_t n, const int32_t* keep,
                             float* v) override {
         return in_->decode_kept_rows(f, src, n, keep, v);

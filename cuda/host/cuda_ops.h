@@ -82,6 +82,15 @@ status op_compressor_pool(std::span<const float> rings, int64_t n, int64_t m, in
 // selection decides (kmath::top_k_row).
 status op_top_k(std::span<const float> scores, int64_t rows, int64_t ld, std::span<const int32_t> n_cand, int64_t k,
                 std::span<int32_t> sel, std::span<int32_t> tied);
+// K8 kv path fused (kmath::kv_path_row) over rows [T, dim] in place: RMSNorm with norm_w, RoPE
+// at pos[t] with inv_freq, official FP8 over the first `nope` dims, storage round trip through
+// fmt; rows [T, fmt.bytes] gets the stored bytes. K10 q path fused (kmath::indexer_q_head) over
+// [T, heads, dim] in place.
+status op_kv_path(std::span<float> x, int64_t dim, std::span<const float> norm_w, float eps, std::span<const float> inv_freq,
+                  std::span<const int64_t> pos, bool official, int64_t nope, const kmath::row_codec& fmt,
+                  std::span<uint8_t> rows);
+status op_indexer_q_path(std::span<float> x, int64_t heads, int64_t dim, std::span<const float> inv_freq,
+                         std::span<const int64_t> pos, bool official);
 // K18 HC head collapse: h [T, n, d], fn [n, n·d], base [n], scale [1] → x [T, d] (no Sinkhorn).
 status op_hc_head(const hc_shape& s, std::span<const float> h, std::span<const float> fn, std::span<const float> base,
                   std::span<const float> scale, std::span<float> x);
@@ -124,6 +133,8 @@ struct op_table {
     decltype(&op_scatter_rows) scatter_rows;
     decltype(&op_scale_rows) scale_rows;
     decltype(&op_add) add;
+    decltype(&op_kv_path) kv_path;
+    decltype(&op_indexer_q_path) indexer_q_path;
 };
 const op_table& device_ops();
 const op_table& emulated_ops();

@@ -1,8 +1,9 @@
-// cuda/host/device_attention.cpp — the attention sublayer of the device forward: q/kv paths (K7/K8),
-// compressors (K9: ring updates and pooling in one launch per compressor and step), indexer
-// (K10/K11 scores, K12 top-k on the device with the CPU's selection for boundary-tied rows),
-// sparse attention with sink over window + compressed rows (K13), grouped output.
-// model/attention.cpp is the reference; each phase below names the function there it restates.
+// cuda/host/device_attention.cpp — the attention sublayer of the device forward: q path (K7), kv
+// path (K8, one fused launch after its linear), compressors (K9: ring updates and pooling in one
+// launch per compressor and step), indexer (K10 q path fused after its linear, K11 scores, K12
+// top-k on the device with the CPU's selection for boundary-tied rows), sparse attention with sink
+// over window + compressed rows (K13), grouped output. model/attention.cpp is the reference; each
+// phase below names the function there it restates.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -179,23 +180,16 @@ status device_forward::attention(const cache::layer_view& view, const step_metad
     result<int64_t*> pos = scratch<int64_t>(b_pos, T);
     if (!pos) return pos.error();
 
-    // project(): q (per-head unweighted RMSNorm + RoPE), kv (RMSNorm, RoPE, official FP8, then
-    // rounded through its storage format: what every reader sees).
+    // project(): q (per-head unweighted RMSNorm + RoPE), kv (K8 fused: RMSNorm, RoPE, official
+    // FP8, then rounded through its storage format — what every reader sees — in one launch).
     TANDEM_RETURN_IF_ERROR(linear(x, T, aw.wq_a, *qr));
     TANDEM_RETURN_IF_ERROR(linear(x, T, aw.wkv, *kv));
     TANDEM_RETURN_IF_ERROR(ops_.rms_norm(*qr, T, ql, aw.q_norm.p, eps, *qr));
-    TANDEM_RETURN_IF_ERROR(ops_.rms_norm(*kv, T, D, aw.kv_norm.p, eps, *kv));
-    TANDEM_RETURN_IF_ERROR(ops_.rope(*kv, T, 1, D, table, half, *pos, false));
-    if (official_) TANDEM_RETURN_IF_ERROR(ops_.official_sim(official_sim::kv_fp8, *kv, T, D, N));
     {
         result<float*> bytes = scratch<float>(b_contrib, (T * kv_fmt.bytes + 3) / 4);
         if (!bytes) return bytes.error();
-        std::vector<uint8_t*> at(static_cast<size_t>(T));
-        for (int64_t r = 0; r < T; ++r) at[r] = reinterpret_cast<uint8_t*>(*bytes) + r * kv_fmt.bytes;
-        result<uint8_t**> addr = upload_scratch<uint8_t*>(b_addr, at);
-        if (!addr) return addr.error();
-        TANDEM_RETURN_IF_ERROR(ops_.encode_rows(kv_fmt, *kv, T, *addr));
-        TANDEM_RETURN_IF_ERROR(ops_.decode_rows(kv_fmt, *addr, T, *kv));
+        TANDEM_RETURN_IF_ERROR(ops_.kv_path(*kv, T, D, aw.kv_norm.p, eps, table, half, *pos, official_, N, kv_fmt,
+                                            reinterpret_cast<uint8_t*>(*bytes)));
     }
     TANDEM_RETURN_IF_ERROR(linear(*qr, T, aw.wq_b, *q));
     TANDEM_RETURN_IF_ERROR(ops_.rms_norm(*q, T * H, D, nullptr, eps, *q));
@@ -215,8 +209,8 @@ status device_forward::attention(const cache::layer_view& view, const step_metad
             if (!iw) return iw.error();
             TANDEM_RETURN_IF_ERROR(linear(*qr, T, aw.idx_wq_b, *qi));
             TANDEM_RETURN_IF_ERROR(linear(x, T, aw.idx_weights_proj, *iw));
-            TANDEM_RETURN_IF_ERROR(ops_.rope(*qi, T, Hi, Di, rope_compress_.get<float>(), rope_half_compress_, *pos, false));
-            if (official_) TANDEM_RETURN_IF_ERROR(ops_.official_sim(official_sim::indexer_fp4, *qi, T * Hi, Di, 0));
+            TANDEM_RETURN_IF_ERROR(
+                ops_.indexer_q_path(*qi, T, Hi, Di, rope_compress_.get<float>(), rope_half_compress_, *pos, official_));
         }
         TANDEM_RETURN_IF_ERROR(select_compressed(view, meta, slots, sel));
     }

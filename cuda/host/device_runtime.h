@@ -19,6 +19,7 @@
 
 #include "core/status.h"
 #include "cuda/host/cuda_ops.h"
+#include "cuda/host/kernel_paths.h"
 
 namespace tandem::cuda {
 
@@ -57,6 +58,16 @@ public:
                         const int64_t* pos, bool inverse) = 0;
     // K8 / K10 official simulations per row of dim, in place.
     virtual status official_sim(cuda::official_sim kind, float* x, int64_t rows, int64_t dim, int64_t nope) = 0;
+    // K8 kv path after its linear, per row of dim in place (kmath::kv_path_row): RMSNorm with
+    // norm_w, RoPE at pos[row], official FP8 simulation over the first `nope` dims, storage round
+    // trip through f (bytes: rows · f.bytes of scratch). One launch for the chain of five.
+    virtual status kv_path(float* x, int64_t rows, int64_t dim, const float* norm_w, float eps, const float* inv_freq,
+                           int64_t half, const int64_t* pos, bool official, int64_t nope, const kmath::row_codec& f,
+                           uint8_t* bytes) = 0;
+    // K10 indexer q path after its linear, per [rows, heads, dim] head in place
+    // (kmath::indexer_q_head): RoPE at pos[row], then (official) Hadamard + FP4.
+    virtual status indexer_q_path(float* x, int64_t rows, int64_t heads, int64_t dim, const float* inv_freq, int64_t half,
+                                  const int64_t* pos, bool official) = 0;
     // K2: mHC pre → collapsed [rows, d], post [rows, n], comb [rows, n, n].
     virtual status hc_pre(const hc_shape& s, int64_t rows, const float* h, const float* fn, const float* base,
                           const float* scale, float* collapsed, float* post, float* comb) = 0;

@@ -222,6 +222,20 @@ public:
         return status::ok();
     }
 
+    status kv_path(float* x, int64_t rows, int64_t dim, const float* norm_w, float eps, const float* inv_freq, int64_t half,
+                   const int64_t* pos, bool official, int64_t nope, const k::row_codec& f, uint8_t* bytes) override {
+        for (int64_t r = 0; r < rows; ++r)
+            k::kv_path_row(x + r * dim, dim, norm_w, eps, inv_freq, half, pos[r], official, nope, f, bytes + r * f.bytes);
+        return status::ok();
+    }
+
+    status indexer_q_path(float* x, int64_t rows, int64_t heads, int64_t dim, const float* inv_freq, int64_t half,
+                          const int64_t* pos, bool official) override {
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t h = 0; h < heads; ++h) k::indexer_q_head(x + (r * heads + h) * dim, dim, inv_freq, half, pos[r], official);
+        return status::ok();
+    }
+
     status decode_kept_rows(const k::row_codec& f, const uint8_t* const* src, int64_t n, const int32_t* keep,
                             float* values) override {
         for (int64_t r = 0; r < n; ++r)

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cuda/host/cuda_ops.h"
+#include "cuda/host/kernel_paths.h"
 
 namespace tandem::cuda {
 
@@ -302,6 +303,27 @@ status emu_add(std::span<const float> a, std::span<const float> b, std::span<flo
     return status::ok();
 }
 
+status emu_kv_path(std::span<float> x, int64_t dim, std::span<const float> norm_w, float eps, std::span<const float> inv_freq,
+                   std::span<const int64_t> pos, bool official, int64_t nope, const k::row_codec& f, std::span<uint8_t> rows) {
+    const int64_t T = static_cast<int64_t>(pos.size()), half = static_cast<int64_t>(inv_freq.size());
+    if (dim <= 0 || f.dims != dim || static_cast<int64_t>(x.size()) != T * dim || static_cast<int64_t>(norm_w.size()) != dim ||
+        static_cast<int64_t>(rows.size()) != T * f.bytes || 2 * half > dim || nope < 0 || nope > dim)
+        return size_error("K8 kv path");
+    for (int64_t t = 0; t < T; ++t)
+        k::kv_path_row(&x[t * dim], dim, norm_w.data(), eps, inv_freq.data(), half, pos[t], official, nope, f, &rows[t * f.bytes]);
+    return status::ok();
+}
+
+status emu_indexer_q_path(std::span<float> x, int64_t heads, int64_t dim, std::span<const float> inv_freq,
+                          std::span<const int64_t> pos, bool official) {
+    const int64_t T = static_cast<int64_t>(pos.size()), half = static_cast<int64_t>(inv_freq.size());
+    if (dim <= 0 || static_cast<int64_t>(x.size()) != T * heads * dim || 2 * half > dim || (dim & (dim - 1)) != 0)
+        return size_error("K10 indexer q path");
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < heads; ++h) k::indexer_q_head(&x[(t * heads + h) * dim], dim, inv_freq.data(), half, pos[t], official);
+    return status::ok();
+}
+
 }  // namespace
 
 const op_table& device_ops() {
@@ -309,7 +331,7 @@ const op_table& device_ops() {
                             op_hc_pre,  op_hc_post,      op_attention, op_argmax, op_route,  op_swiglu,
                             op_moe_combine, op_encode_rows, op_decode_rows, op_indexer_scores, op_compressor_pool,
                             op_official_sim, op_top_k, op_hc_head, op_gather_rows, op_scatter_rows, op_scale_rows,
-                            op_add};
+                            op_add, op_kv_path, op_indexer_q_path};
     return t;
 }
 
@@ -318,7 +340,8 @@ const op_table& emulated_ops() {
                             emu_rope,         emu_hc_pre,       emu_hc_post,   emu_attention, emu_argmax,
                             emu_route,        emu_swiglu,       emu_moe_combine, emu_encode_rows, emu_decode_rows,
                             emu_indexer_scores, emu_compressor_pool, emu_official_sim, emu_top_k, emu_hc_head,
-                            emu_gather_rows, emu_scatter_rows, emu_scale_rows, emu_add};
+                            emu_gather_rows, emu_scatter_rows, emu_scale_rows, emu_add, emu_kv_path,
+                            emu_indexer_q_path};
     return t;
 }
 

@@ -521,7 +521,8 @@ TANDEM_AVX512 void tile512_form(const float* x, int64_t xs, int64_t rows, const 
 // not be compiled for AVX-512 (see the file comment). Grown only, per thread.
 void tile_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1, float* y,
                  int64_t ys) {
-    if (rows == 1 && w.form == weight_form::fp4_e2m1) return gemv_fp4_avx512(x, w, o0, o1, y);  // see its file
+    if (rows == 1 && (w.form == weight_form::fp4_e2m1 || w.form == weight_form::fp8_e4m3))
+        return gemv_avx512(x, w, o0, o1, y);  // see its file
     if (rows < 2) return tile_avx2(x, xs, rows, w, o0, o1, y, ys);
     thread_local std::vector<float> packed;
     const size_t need = static_cast<size_t>((rows + 1) / 2 * 2 * (w.cols & ~int64_t{7}));
@@ -543,7 +544,8 @@ const kernel_table* avx2_kernels() {
     return &t;
 }
 
-// The AVX2 table with the AVX-512 tile (rows ≥ 2); dot, dots and the axpys stay AVX2.
+// The AVX2 table with the AVX-512 tile (rows ≥ 2) and 1-row FP4/FP8 GEMV (gemv_avx512.cpp); dot, dots and the
+// axpys stay AVX2.
 const kernel_table* avx512_kernels() {
     static const kernel_table t{"avx512f+fma", tile_avx512, dot_avx2, dots_avx2, axpy_avx2, axpys_avx2};
     return &t;

@@ -36,8 +36,8 @@ const kernel_table* avx2_kernels();  // null when this build has no AVX2 path
 const kernel_table* avx512_kernels();  // AVX2's with an AVX-512F tile; null without the AVX2 path
 const kernel_table& active_kernels();
 
-// One row against FP4 weights with AVX-512F (gemv_fp4_avx512.cpp): y[o − o0] for o0 ≤ o < o1,
+// One row against FP4 or FP8 weights with AVX-512F (gemv_avx512.cpp): y[o − o0] for o0 ≤ o < o1,
 // bitwise the AVX2 1-row kernel. Only the AVX-512 table calls it (x86-64 builds only).
-void gemv_fp4_avx512(const float* x, const weight_matrix& w, int64_t o0, int64_t o1, float* y);
+void gemv_avx512(const float* x, const weight_matrix& w, int64_t o0, int64_t o1, float* y);
 
 }  // namespace tandem::cpu::detail

@@ -410,6 +410,43 @@ void tier1(report& rep) {
                                 " tied flagged exactly"
                           : d);
     }
+    {  // K8 / K10 fused paths: bytes equal to the chain of per-op kernels they replace (same device)
+        model::rope_config rc;
+        rc.partial_rotary_factor = 1.0;
+        const model::rope_table rt = model::make_rope_table(rc, 64);
+        const int64_t T = 5, D = 512, R = 64, Hi = 4, Di = 128;
+        std::vector<int64_t> pos = {0, 3, 64, 1000, 131071};
+        auto w = randoms(static_cast<size_t>(D), 84);
+        for (auto kd : {cache::kv_dtype::fp8, cache::kv_dtype::bf16})
+            for (bool official : {false, true}) {
+                const cache::row_format f = *cache::make_kv_row_format(kd, D, R);
+                const km::row_codec fc = cuda::row_codec_of(f);
+                auto x = randoms(static_cast<size_t>(T * D), 85, 3.0f);
+                std::vector<float> fused = x, chain(x.size());
+                std::vector<uint8_t> fused_rows(static_cast<size_t>(T * f.bytes)), chain_rows(fused_rows.size());
+                const std::string name = std::string("K8 kv path fused == its chain (") + f.name + (official ? ", official)" : ", hf)");
+                status st = ops().kv_path(fused, D, w, 1e-6f, rt.inv_freq, pos, official, D - R, fc, fused_rows);
+                if (st) st = ops().rms_norm(x, T, D, w.data(), 1e-6f, chain);
+                if (st) st = ops().rope(chain, T, 1, D, rt.inv_freq, pos, false);
+                if (st && official) st = ops().official_sim(cuda::official_sim::kv_fp8, chain, D, D - R);
+                if (st) st = ops().encode_rows(fc, chain, chain_rows);
+                if (st) st = ops().decode_rows(fc, chain_rows, chain);
+                if (st && fused_rows != chain_rows) {
+                    rep.add("1", name, false, "stored bytes differ");
+                    continue;
+                }
+                equal_check(rep, "1", name, st, fused, chain);
+            }
+        for (bool official : {false, true}) {
+            auto q = randoms(static_cast<size_t>(T * Hi * Di), 86, 2.0f);
+            std::vector<float> fused = q, chain = q;
+            status st = ops().indexer_q_path(fused, Hi, Di, rt.inv_freq, pos, official);
+            if (st) st = ops().rope(chain, T, Hi, Di, rt.inv_freq, pos, false);
+            if (st && official) st = ops().official_sim(cuda::official_sim::indexer_fp4, chain, Di, 0);
+            equal_check(rep, "1", official ? "K10 indexer q path fused == its chain (official)" : "K10 indexer q path fused == its chain (hf)",
+                        st, fused, chain);
+        }
+    }
     {  // the MoE row moves and the elementwise add (no arithmetic but one fp32 multiply / add)
         const int64_t rows = 9, width = 300;
         auto src = randoms(static_cast<size_t>(rows * width), 80), w = randoms(static_cast<size_t>(rows), 81);

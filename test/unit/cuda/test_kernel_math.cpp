@@ -18,6 +18,7 @@
 #include "cpu/thread_pool.h"
 #include "cpu/weight_matrix.h"
 #include "cuda/host/kernel_math.h"
+#include "cuda/host/kernel_paths.h"
 #include "cuda/host/kernel_views.h"
 #include "model/forward.h"
 #include "model/numerics.h"
@@ -413,4 +414,45 @@ TEST_CASE("kmath compressor ring update (one thread per feature over a whole ste
             for (size_t i = 0; i < ring_cpu.size(); ++i) CHECK(bits(ring_k[i]) == bits(ring_cpu[i]));
         }
     }
+}
+
+TEST_CASE("kmath fused K8 kv path and K10 indexer q path equal the chains they replace") {
+    model::rope_config rc;
+    rc.theta = 10000.0;
+    rc.partial_rotary_factor = 1.0;
+    const model::rope_table t = model::make_rope_table(rc, 64);
+    const int64_t D = 512, R = 64, half = static_cast<int64_t>(t.inv_freq.size());
+    REQUIRE(half == R / 2);
+    auto w = random_floats(static_cast<size_t>(D), 300);
+    for (auto kd : {cache::kv_dtype::fp8, cache::kv_dtype::bf16, cache::kv_dtype::fp32}) {
+        const cache::row_format fmt = *cache::make_kv_row_format(kd, D, R);
+        for (bool official : {false, true})
+            for (int64_t pos : {0, 7, 100003}) {
+                CAPTURE(fmt.name);
+                CAPTURE(official);
+                auto x = random_floats(static_cast<size_t>(D), 310 + static_cast<uint32_t>(pos), 3.0f);
+                std::vector<float> want(x.size());
+                cpu::rms_norm(x.data(), w.data(), D, 1e-6, want.data());  // the chain, as project() runs it
+                t.apply(&want[D - R], pos, false);
+                if (official) model::kv_fp8_sim(want.data(), D - R, D);
+                std::vector<std::byte> row(static_cast<size_t>(fmt.bytes));
+                cache::codec::encode_row(fmt, want, row.data());
+                cache::codec::decode_row(fmt, row.data(), want);
+                std::vector<uint8_t> scratch(static_cast<size_t>(fmt.bytes));
+                km::kv_path_row(x.data(), D, w.data(), 1e-6f, t.inv_freq.data(), half, pos, official, D - R,
+                                cuda::row_codec_of(fmt), scratch.data());
+                for (int64_t i = 0; i < D; ++i) CHECK(bits(x[i]) == bits(want[i]));
+                CHECK(std::memcmp(scratch.data(), row.data(), row.size()) == 0);
+            }
+    }
+    const int64_t Di = 128;
+    for (bool official : {false, true})
+        for (int64_t pos : {0, 5, 65539}) {
+            auto q = random_floats(static_cast<size_t>(Di), 320 + static_cast<uint32_t>(pos), 2.0f);
+            std::vector<float> want = q;
+            t.apply(&want[Di - R], pos, false);
+            if (official) model::indexer_fp4_sim(want.data(), Di);
+            km::indexer_q_head(q.data(), Di, t.inv_freq.data(), half, pos, official);
+            for (int64_t i = 0; i < Di; ++i) CHECK(bits(q[i]) == bits(want[i]));
+        }
 }
