@@ -6,6 +6,7 @@
 // between ops is ordered. Launch errors come back per call; execution errors at synchronize().
 #include <cuda_runtime.h>
 
+#include <mutex>
 #include <string>
 
 #include "cuda/device_resources.h"
@@ -53,6 +54,21 @@ public:
                          : status::ok();
     }
     status synchronize() override { return cuda_status(cudaDeviceSynchronize(), "running the step's kernels"); }
+    // One launch over the span, then the 8-byte result downloaded (the legacy stream orders it
+    // after the launch and after every copy queued before). The result word is per instance, so
+    // concurrent callers serialise on it.
+    result<uint64_t> checksum(const void* src, int64_t bytes) override {
+        std::lock_guard lock(checksum_mu_);
+        if (checksum_out_.bytes() == 0) {
+            result<device_memory> m = device_memory::alloc(8, "XXH3 result word");
+            if (!m) return m.error();
+            checksum_out_ = std::move(m.value());
+        }
+        TANDEM_RETURN_IF_ERROR(launch_xxh3(src, bytes, checksum_out_.get<uint64_t>(), k_stream));
+        uint64_t h = 0;
+        TANDEM_RETURN_IF_ERROR(cuda_status(cudaMemcpy(&h, checksum_out_.get(), 8, cudaMemcpyDeviceToHost), "device XXH3"));
+        return h;
+    }
 
     // ---- kernels: each one launch of its kernels_*.cu kernel (kernel_launch.h) ----
     status embed_expand(const k::weight_view& embed, const int32_t* ids, int64_t rows, int64_t hc, float* h) override {
@@ -159,6 +175,8 @@ public:
 private:
     std::string gpu_;
     device_memory route_scratch_;
+    std::mutex checksum_mu_;
+    device_memory checksum_out_;
 };
 
 }  // namespace

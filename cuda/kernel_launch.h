@@ -88,4 +88,11 @@ status launch_scatter_rows(const float* src, int64_t width, const int32_t* index
                            cudaStream_t stream);
 status launch_add(const float* a, const float* b, int64_t n, float* out, cudaStream_t stream);
 
+// ---- kernels_checksum.cu --------------------------------------------------------------------------
+// XXH3-64 (cuda/host/xxh3.h) of one span of `bytes` at `src` → *out (device memory), one thread.
+status launch_xxh3(const void* src, int64_t bytes, uint64_t* out, cudaStream_t stream);
+// The same over n spans, one block per span: out[i] = XXH3(src[i], bytes[i]) (arrays in device memory).
+status launch_xxh3_spans(const uint8_t* const* src, const int64_t* bytes, int64_t n, uint64_t* out,
+                         cudaStream_t stream);
+
 }  // namespace tandem::cuda

@@ -3,7 +3,6 @@
 // (No fmt here: its headers do not compile under nvcc, so messages are built with std::string.)
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <xxhash.h>
 
 #include <chrono>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "core/gpu_probe.h"
+#include "cuda/kernel_launch.h"
 #include "transport/nccl.h"
 
 namespace tandem::transport {
@@ -31,6 +31,8 @@ struct nccl_peer {
     ncclComm_t comm = nullptr;
     cudaStream_t stream = nullptr;
     int peer_rank = 0;
+    void* scratch = nullptr;  // discard_buffer's destination, grown on demand
+    int64_t scratch_bytes = 0;
     std::mutex mu;  // NCCL calls on one communicator must not overlap between threads
 };
 
@@ -92,6 +94,19 @@ public:
         return post(peer, [&](nccl_peer& p) {
             return ncclRecv(ptr, static_cast<size_t>(bytes), ncclUint8, p.peer_rank, p.comm, p.stream);
         }, "ncclRecv");
+    }
+    // NCCL matches by order and size: the refused write's bytes land in scratch, never in a page.
+    status discard_buffer(peer_id peer, int64_t bytes) override {
+        return post(peer, [&](nccl_peer& p) {
+            if (p.scratch_bytes < bytes) {
+                if (p.scratch) cudaFree(p.scratch);
+                p.scratch = nullptr;
+                p.scratch_bytes = 0;
+                if (cudaMalloc(&p.scratch, static_cast<size_t>(bytes)) != cudaSuccess) return ncclSystemError;
+                p.scratch_bytes = bytes;
+            }
+            return ncclRecv(p.scratch, static_cast<size_t>(bytes), ncclUint8, p.peer_rank, p.comm, p.stream);
+        }, "ncclRecv (discarded)");
     }
     status flush(peer_id peer, int64_t timeout_ms) override;
     result<uint64_t> checksum_device(const void* ptr, int64_t bytes) override;
@@ -206,8 +221,11 @@ void nccl_impl::destroy_peer(peer_id p, bool abort) {
     // never complete.
     if (peer->comm) (abort ? ncclCommAbort(peer->comm) : ncclCommDestroy(peer->comm));
     if (peer->stream) cudaStreamDestroy(peer->stream);
+    if (peer->scratch) cudaFree(peer->scratch);
     peer->comm = nullptr;
     peer->stream = nullptr;
+    peer->scratch = nullptr;
+    peer->scratch_bytes = 0;
 }
 
 // One look at the peer's stream: done, still running, or an error that ends the transfer.
@@ -245,12 +263,19 @@ status nccl_impl::flush(peer_id peer, int64_t timeout_ms) {
     }
 }
 
+// The device XXH3 over the bytes where they lie: one launch, then the 8-byte result read back.
 result<uint64_t> nccl_impl::checksum_device(const void* ptr, int64_t bytes) {
-    std::vector<std::byte> host(static_cast<size_t>(bytes));
     cudaError_t ce = cudaSetDevice(opt_.device);
-    if (ce == cudaSuccess) ce = cudaMemcpy(host.data(), ptr, host.size(), cudaMemcpyDeviceToHost);
-    if (ce != cudaSuccess) return cuda_error("copying device bytes to verify them", ce);
-    return static_cast<uint64_t>(XXH3_64bits(host.data(), host.size()));
+    if (ce != cudaSuccess) return cuda_error("cudaSetDevice", ce);
+    uint64_t* out = nullptr;
+    if ((ce = cudaMalloc(&out, sizeof(uint64_t))) != cudaSuccess) return cuda_error("device XXH3 result word", ce);
+    const status launched = cuda::launch_xxh3(ptr, bytes, out, nullptr);
+    uint64_t h = 0;
+    ce = launched.is_ok() ? cudaMemcpy(&h, out, sizeof(h), cudaMemcpyDeviceToHost) : cudaSuccess;
+    cudaFree(out);
+    if (!launched.is_ok()) return launched;
+    if (ce != cudaSuccess) return cuda_error("device XXH3", ce);
+    return h;
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ public:
     status download(void* d, const void* s, int64_t b) override { return in_->download(d, s, b); }
     status copy(void* d, const void* s, int64_t b) override { return in_->copy(d, s, b); }
     status synchronize() override { return in_->synchronize(); }
+    result<uint64_t> checksum(const void* s, int64_t b) override { return in_->checksum(s, b); }
 
     status linear(const float* x, int64_t ldx, int64_t rows, const kmath::weight_view& w, float* y, int64_t ldy) override {
         if (rows > 0) bytes += w.rows * w.row_bytes() + scale_bytes(w);

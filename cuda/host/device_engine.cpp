@@ -32,13 +32,23 @@ struct pool_arena_owner {
     device_buffer slab;  // declared after ops: freed before it
 };
 
-cache::external_arena arena_over(std::shared_ptr<pool_arena_owner> owner) {
+// Pools of one process on one device can copy from each other (pd on one device): the runtime's
+// device-to-device copy (cudaMemcpyAsync D2D on the legacy stream, memmove in the emulation), and
+// the device XXH3 checks a span where it lies. One space for GPU 0 of this process, another for the
+// host emulation (never both in one deployment: backend.test_emulate_device is one setting).
+constexpr uint64_t k_space_gpu0 = 0x67707530, k_space_emulated = 0x656d756c;
+
+cache::external_arena arena_over(std::shared_ptr<pool_arena_owner> owner, bool emulated) {
     std::byte* base = owner->slab.get<std::byte>();
     const int64_t bytes = owner->slab.bytes();
-    return cache::external_arena{
+    cache::external_arena a{
         base, bytes,
         [owner](std::byte* dst, const std::byte* src, int64_t n) { return owner->ops->upload(dst, src, n); },
         [owner](std::byte* dst, const std::byte* src, int64_t n) { return owner->ops->download(dst, src, n); }};
+    a.copy = [owner](std::byte* dst, const std::byte* src, int64_t n) { return owner->ops->copy(dst, src, n); };
+    a.checksum = [owner](const std::byte* src, int64_t n) { return owner->ops->checksum(src, n); };
+    a.space = emulated ? k_space_emulated : k_space_gpu0;
+    return a;
 }
 
 result<std::shared_ptr<pool_arena_owner>> alloc_pool_arena(const config& cfg, int64_t bytes) {
@@ -67,7 +77,8 @@ result<engine::cpu_engine_parts> make_device_engine_parts(const config& cfg, uin
     result<std::shared_ptr<pool_arena_owner>> arena = alloc_pool_arena(cfg, arena_bytes);
     if (!arena) return arena.error();
     result<std::unique_ptr<cache::page_pool>> pool = cache::page_pool::create_external(
-        plan->layout, cache::pool_options{plan->memory_bytes, plan->split.num_slots}, arena_over(*arena));
+        plan->layout, cache::pool_options{plan->memory_bytes, plan->split.num_slots},
+        arena_over(*arena, cfg.backend.test_emulate_device));
     if (!pool) return pool.error().with_context("creating the cache pool on the device");
     engine::cpu_engine_parts parts;
     parts.sequences = std::make_shared<engine::pool_sequences>(std::move(pool.value()));

@@ -2,8 +2,10 @@
 // lockstep scheduler, capacity, sampler and prefix cache as the CPU engine (engine/cpu_engine.h),
 // over the device executor, with the cache pool's arena in the device space
 // (cache::page_pool::create_external). Everything outside the forward that moves pool bytes
-// (sequence state reset, prefix-cache snapshots, the host tier, pd transfers) goes through the
-// arena's read/write, which are the runtime's download/upload (d2h/h2d).
+// (sequence state reset, prefix-cache snapshots, the host tier, pd over tcp) goes through the
+// arena's read/write, which are the runtime's download/upload (d2h/h2d); pd between two device
+// engines of one process copies device to device (the arena's copy) and checks spans with the
+// device XXH3 (the arena's checksum).
 //
 // The device is GPU 0, or — backend.test_emulate_device, testing only — the host emulation
 // (device_runtime_emulated.cpp: host memory as the device), which CI serves through.

@@ -36,6 +36,9 @@ public:
     virtual status upload(void* dst, const void* host_src, int64_t bytes) = 0;
     virtual status download(void* host_dst, const void* src, int64_t bytes) = 0;
     virtual status copy(void* dst, const void* src, int64_t bytes) = 0;
+    // XXH3-64 (seed 0; libxxhash's XXH3_64bits) of `bytes` bytes at `src` in this space, computed
+    // there (kmath::xxh3_64, cuda/host/xxh3.h): one kernel launch and an 8-byte download on a GPU.
+    virtual result<uint64_t> checksum(const void* src, int64_t bytes) = 0;
     // Waits for every queued kernel; the first failure since the last call comes back here.
     virtual status synchronize() = 0;
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda/host/device_runtime.h"
+#include "cuda/host/xxh3.h"
 
 namespace tandem::cuda {
 
@@ -32,6 +33,7 @@ public:
         return status::ok();
     }
     status synchronize() override { return status::ok(); }
+    result<uint64_t> checksum(const void* src, int64_t bytes) override { return k::xxh3_64(src, bytes); }
 
     status embed_expand(const k::weight_view& embed, const int32_t* ids, int64_t rows, int64_t hc, float* h) override {
         const int64_t d = embed.cols;

@@ -4,10 +4,12 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include "core/check.h"
 
@@ -95,12 +97,17 @@ result<std::unique_ptr<page_pool>> page_pool::create_external(const layout_spec&
     return p;
 }
 
+namespace {
+std::atomic<uint64_t> next_pool_id{1};
+}  // namespace
+
 page_pool::page_pool(const layout_spec& layout, const pool_split& split, std::byte* arena,
                      int64_t bytes)
     : layout_(layout),
       geometry_(layout_, split.num_pages, split.num_slots),
       arena_(arena),
       arena_bytes_(bytes),
+      id_(next_pool_id.fetch_add(1)),
       pages_(static_cast<size_t>(split.num_pages)),
       slots_(static_cast<size_t>(split.num_slots)) {
     // Stacks popped from the back: page 0 and slot 0 are handed out first.
@@ -133,6 +140,30 @@ status page_pool::write_bytes(std::byte* pool_dst, const std::byte* host_src, in
         return status::ok();
     }
     return external_.write(pool_dst, host_src, n);
+}
+
+result<uint64_t> page_pool::checksum_bytes(const std::byte* pool_src, int64_t n) const {
+    TANDEM_CHECK(n >= 0 && pool_src >= arena_ && pool_src + n <= arena_ + arena_bytes_);
+    if (!external_.write) return XXH3_64bits(pool_src, static_cast<size_t>(n));
+    if (external_.checksum) return external_.checksum(pool_src, n);
+    std::vector<std::byte> host(static_cast<size_t>(n));
+    TANDEM_RETURN_IF_ERROR(read_bytes(host.data(), pool_src, n));
+    return XXH3_64bits(host.data(), host.size());
+}
+
+bool page_pool::can_copy_from(const page_pool& src) const {
+    return external_.write && src.external_.write && external_.copy && external_.space != 0 &&
+           external_.space == src.external_.space;
+}
+
+status page_pool::copy_from(std::byte* pool_dst, const page_pool& src, const std::byte* src_ptr,
+                            int64_t n) const {
+    TANDEM_CHECK(n >= 0 && pool_dst >= arena_ && pool_dst + n <= arena_ + arena_bytes_);
+    TANDEM_CHECK(src_ptr >= src.arena_ && src_ptr + n <= src.arena_ + src.arena_bytes_);
+    if (!can_copy_from(src))
+        return make_error(error_code::internal, "cache pool: the source arena is not in this arena's device space");
+    if (n == 0) return status::ok();
+    return external_.copy(pool_dst, src_ptr, n);
 }
 
 page_pool::~page_pool() {

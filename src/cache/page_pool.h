@@ -75,11 +75,22 @@ result<pool_split> plan_pool_split(const layout_spec& layout, const pool_options
 // which use them. Both must be complete when they return as far as the arena's owner is concerned:
 // the host buffer may be reused at once, and the owner's later work (kernels on the same stream)
 // sees the bytes written. Without `read` the pool still serves, but those paths report an error.
+//
+// Optional, for pd between two pools in one device space (both engines on one GPU): `copy` moves
+// bytes from another arena of the same `space` into this one without the host (d2d; complete,
+// as `write`, when it returns as far as this arena's owner is concerned), and `checksum` is the
+// device XXH3-64 of bytes in the arena (equal to libxxhash's XXH3_64bits), so a landed span is
+// verified where it lies instead of being read back.
 struct external_arena {
     std::byte* base = nullptr;
     int64_t bytes = 0;  // at least pool_geometry(...).total_bytes() for the split
     std::function<status(std::byte* dst, const std::byte* host_src, int64_t n)> write;
-    std::function<status(std::byte* host_dst, const std::byte* src, int64_t n)> read;
+    std::function<status(std::byte* host_dst, const std::byte* src, int64_t n)> read = {};
+    std::function<status(std::byte* dst, const std::byte* same_space_src, int64_t n)> copy = {};
+    std::function<result<uint64_t>(const std::byte* src, int64_t n)> checksum = {};
+    // Arenas with equal nonzero `space` address one memory (one process's GPU 0, or the host
+    // emulation): `copy` may read any of them. 0: no peer arena is reachable.
+    uint64_t space = 0;
 };
 
 struct pool_stats {
@@ -116,6 +127,18 @@ public:
     // forward may touch pool bytes, so it works for a device arena too.
     status read_bytes(std::byte* host_dst, const std::byte* pool_src, int64_t n) const;
     status write_bytes(std::byte* pool_dst, const std::byte* host_src, int64_t n) const;
+    // XXH3-64 of pool bytes where they lie: host XXH3 for the pool's own arena, the arena's device
+    // checksum for an external one (a read-back and the host XXH3 when it has none).
+    result<uint64_t> checksum_bytes(const std::byte* pool_src, int64_t n) const;
+    // Device-to-device: whether `src`'s arena is reachable by this arena's copy (both external,
+    // one nonzero space, a copy function), and the copy itself (`src_ptr` bounds-checked against
+    // `src`'s arena, `pool_dst` against ours). Reads only src's bytes, never its metadata, so it
+    // may run on this pool's thread while src's owner works (the caller keeps the bytes held).
+    bool can_copy_from(const page_pool& src) const;
+    status copy_from(std::byte* pool_dst, const page_pool& src, const std::byte* src_ptr, int64_t n) const;
+    // A process-unique identity, so a message can name this pool (pd PAGE_SPAN).
+    uint64_t id() const { return id_; }
+    int64_t arena_bytes() const { return arena_bytes_; }
     pool_stats stats() const;
 
     // --- Pages -------------------------------------------------------------------------------
@@ -203,6 +226,7 @@ private:
     std::byte* arena_;
     int64_t arena_bytes_;
     external_arena external_;  // write set: not ours, never dereferenced
+    uint64_t id_;
     std::vector<page_meta> pages_;
     std::vector<int32_t> free_pages_;  // a stack: O(1) alloc and free
     std::vector<slot_meta> slots_;

@@ -23,6 +23,7 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
       executor_(std::move(executor)),
       capacity_(std::move(cap)),
       remote_(opt_.remote),
+      service_(opt_.service),
       prefix_(opt_.prefix),
       heartbeat_(opt_.loop_heartbeat ? opt_.loop_heartbeat
                                      : std::make_shared<heartbeat>("scheduler")),
@@ -36,20 +37,21 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
     // A request alone must always fit in the cache, or preemption could not guarantee progress.
     context_limit_ = std::min(limit, capacity_->max_tokens_per_request());
     publish_stats();
-    if (remote_) {
-        remote_->set_wake([this] {
-            {
-                std::lock_guard lock(inbox_mu_);
-                kicked_ = true;
-            }
-            inbox_cv_.notify_one();
-        });
-    }
+    auto kick = [this] {
+        {
+            std::lock_guard lock(inbox_mu_);
+            kicked_ = true;
+        }
+        inbox_cv_.notify_one();
+    };
+    if (remote_) remote_->set_wake(kick);
+    if (service_) service_->set_wake(kick);
     thread_ = std::thread([this] { run(); });
 }
 
 scheduler::~scheduler() {
     if (remote_) remote_->set_wake({});  // the transport must not wake a scheduler being destroyed
+    if (service_) service_->set_wake({});
     begin_shutdown();
     thread_.join();
 }
@@ -227,9 +229,10 @@ bool scheduler::wait_for_work() {
         // Queued requests with nothing running are always admissible (a lone request fits
         // the cache), so only an empty scheduler sleeps.
         if (!waiting_.empty() && !transfers) break;
-        if (transfers || !running_.empty() || !waiting_.empty()) {
-            // Only transfers in flight (or quarantined pages): poll them for deadlines and
-            // leases; a transport message wakes us sooner (kicked_).
+        const bool holds = service_ && service_->busy();
+        if (transfers || holds || !running_.empty() || !waiting_.empty()) {
+            // Only transfers in flight (or quarantined or held pages): poll them for deadlines
+            // and leases; a transport message wakes us sooner (kicked_).
             inbox_cv_.wait_for(lock, std::chrono::milliseconds(opt_.remote_poll_ms));
             break;
         }
@@ -273,6 +276,7 @@ void scheduler::step() {
     const double t0 = now();
     drain_inbox();
     poll_remote();
+    if (service_) service_->poll();
     expire_queued();
     admit();
     reserve_capacity();

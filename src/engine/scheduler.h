@@ -41,6 +41,21 @@ namespace tandem::engine {
 
 double monotonic_seconds();
 
+// Work another component does on the scheduler thread because it touches this engine's pool,
+// driven by events from other threads (pd prefill over one device: releasing source pages the
+// decode engine has copied, topo/pd_holds.h). As remote_prefill: set_wake's callback is called from
+// other threads; poll() runs on the scheduler thread at the start of every step; busy() is asked
+// under the inbox lock (answer from an atomic).
+class scheduler_service {
+  public:
+    virtual ~scheduler_service() = default;
+    virtual void set_wake(std::function<void()> wake) = 0;
+    virtual void poll() = 0;
+    // It holds pool pages: the scheduler polls every remote_poll_ms instead of sleeping, and its
+    // idle leak check waits until nothing is held.
+    virtual bool busy() const = 0;
+};
+
 struct scheduler_options {
     int64_t max_running_requests = 64;
     // Requests accepted but not yet finished may number max_running + max_queued; beyond that
@@ -56,6 +71,8 @@ struct scheduler_options {
     // single topology and on the prefill side. A request preempted after it produced tokens is
     // recomputed locally (its tokens are then not a prompt a prefill engine could sample from).
     std::shared_ptr<remote_prefill> remote;
+    // Null unless a component must touch the pool on this thread (see scheduler_service).
+    std::shared_ptr<scheduler_service> service;
     // How often a scheduler with transfers in flight and nothing to compute polls them.
     int64_t remote_poll_ms = 2;
     // The prefix cache over this engine's pool (engine/prefix_cache.h); null = off.
@@ -154,6 +171,7 @@ class scheduler final : public engine {
     std::unique_ptr<model_executor> executor_;
     std::unique_ptr<capacity> capacity_;
     std::shared_ptr<remote_prefill> remote_;
+    std::shared_ptr<scheduler_service> service_;
     std::shared_ptr<prefix_cache> prefix_;
     std::shared_ptr<heartbeat> heartbeat_;
     int32_t vocab_ = 0;

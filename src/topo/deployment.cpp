@@ -22,21 +22,34 @@ status validate_topology(const config& cfg) {
         return status::ok();
     }
     if (kind == "nccl") {
-        // cfg.backend.device may still be "auto" here (resolved later); either way nccl is refused.
-        return make_error(error_code::invalid_argument,
-                          cfg.backend.device == "cuda"
-                              ? "transport.kind = \"nccl\" is not wired into pd's page transfer yet (the "
-                                "NCCL transport compiles but has never run; page bytes still travel in "
-                                "frames); use transport.kind = \"inproc\" or \"tcp\", which move device "
-                                "pool pages through host memory"
-                              : "transport.kind = \"nccl\" moves pages between GPU pools, but this "
-                                "build computes on the CPU backend (pools in host memory); use "
-                                "transport.kind = \"inproc\" or \"tcp\"");
+        // Page bytes over NCCL between two GPUs, frames on a tcp control link: the two sides run
+        // in two processes (roles prefill and decode), each pool on its GPU. In one process both
+        // engines share GPU 0, where "inproc" already copies device to device; the only one-process
+        // nccl is CI's, over the host emulation (a loopback buffer channel stands in for NCCL).
+        if (cfg.backend.device != "cuda") {
+            return make_error(error_code::invalid_argument,
+                              "transport.kind = \"nccl\" moves pages between GPU pools: it needs "
+                              "backend.device = \"cuda\" (this is \"" + cfg.backend.device + "\"); with the CPU "
+                              "backend use transport.kind = \"inproc\" or \"tcp\"");
+        }
+        if (cfg.transport.nccl_device != 0 && !cfg.backend.test_emulate_device) {
+            // The device engine's pool is on GPU 0 of this process; NCCL must address that GPU.
+            return make_error(error_code::invalid_argument,
+                              "transport.nccl_device = " + std::to_string(cfg.transport.nccl_device) +
+                              ": the cache pool is on GPU 0 of this process (backend.device = \"cuda\"); "
+                              "keep transport.nccl_device = 0 and choose the GPU with CUDA_VISIBLE_DEVICES");
+        }
+        if (role == "both" && !cfg.backend.test_emulate_device) {
+            return make_error(error_code::invalid_argument,
+                              "transport.kind = \"nccl\" joins two processes on two GPUs (topology.role = "
+                              "\"prefill\" / \"decode\", frames over tcp); in one process both engines share "
+                              "GPU 0: use transport.kind = \"inproc\", which copies pages device to device");
+        }
     }
-    if (role != "both" && kind != "tcp") {
+    if (role != "both" && kind == "inproc") {
         return make_error(error_code::invalid_argument,
                           "topology.role = \"" + role + "\" runs one side of pd in this process: "
-                          "it needs transport.kind = \"tcp\" (transport.kind = \"" + kind +
+                          "it needs transport.kind = \"tcp\" or \"nccl\" (transport.kind = \"" + kind +
                           "\" joins two engines inside one process)");
     }
     if (role == "decode" && cfg.transport.peers.empty()) {

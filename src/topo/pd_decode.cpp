@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <type_traits>
 
 #include "core/check.h"
 #include "core/liveness.h"
@@ -71,6 +72,8 @@ pd_handlers decode_link::handlers() {
         post({inbound::what::message, p, pd_message(std::move(m)), {}});
     };
     h.on_page_write = message;
+    if (opt_.span_source) h.on_page_span = message;
+    if (buffers_) h.on_page_buffer = message;
     h.on_state_write = message;
     h.on_done = message;
     h.on_failed = message;
@@ -79,9 +82,10 @@ pd_handlers decode_link::handlers() {
     return h;
 }
 
-void decode_link::attach(transport::transport* t, const pd_endpoint* endpoint) {
+void decode_link::attach(transport::transport* t, const pd_endpoint* endpoint, transport::buffer_channel* buffers) {
     transport_ = t;
     endpoint_ = endpoint;
+    buffers_ = buffers;
 }
 
 void decode_link::set_wake(std::function<void()> wake) {
@@ -185,9 +189,18 @@ void decode_link::release(engine::request_id id, engine::sequence_id sequence,
         aborts_.begin(seqs_->pool(), job_id, slot, now_ns() + opt_.abort_lease_ms * 1'000'000);
         quarantine_peer_[job_id] = peer;
     }
-    if (it != transfers_.end()) transfers_.erase(it);
+    if (it != transfers_.end()) {
+        release_spans(it->first, it->second);
+        transfers_.erase(it);
+    }
     if (job != job_of_.end()) job_of_.erase(job);
     publish();
+}
+
+void decode_link::release_spans(uint64_t id, transfer& t) {
+    if ((!opt_.span_source && !buffers_) || t.spans_released) return;
+    t.spans_released = true;
+    (void)endpoint_->send(*transport_, t.peer, spans_released_msg{id});
 }
 
 bool decode_link::busy() const { return !transfers_.empty() || aborts_.size() > 0; }
@@ -221,23 +234,13 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
     if (in.kind == inbound::what::peer_lost) return on_peer_lost(in.peer, in.why, out);
     cache::page_pool& pool = seqs_->pool();
     if (auto* w = std::get_if<page_write_msg>(&in.msg)) {
-        if (transfer* t = find(w->request_id, in.peer); t && !t->reported) {
-            c_.bytes.fetch_add(static_cast<int64_t>(w->data.size()));
-            t->progress_ms = monotonic_ms();
-            const receive_stats before = t->tracker->stats();
-            const status st = t->tracker->apply(pool, *w);
-            if (st.is_ok() && opt_.corrupt_landed) corrupt_landed(pool, *opt_.corrupt_landed, *w);
-            on_write_result(w->request_id, *t, before, st, out);
-        }
+        apply_write(in.peer, *w, static_cast<int64_t>(w->data.size()), out);
     } else if (auto* s = std::get_if<state_write_msg>(&in.msg)) {
-        if (transfer* t = find(s->request_id, in.peer); t && !t->reported) {
-            c_.bytes.fetch_add(static_cast<int64_t>(s->data.size()));
-            t->progress_ms = monotonic_ms();
-            const receive_stats before = t->tracker->stats();
-            const status st = t->tracker->apply(pool, *s);
-            if (st.is_ok() && opt_.corrupt_landed) corrupt_landed(pool, *opt_.corrupt_landed, *s);
-            on_write_result(s->request_id, *t, before, st, out);
-        }
+        apply_write(in.peer, *s, static_cast<int64_t>(s->data.size()), out);
+    } else if (auto* sp = std::get_if<page_span_msg>(&in.msg)) {
+        apply_write(in.peer, *sp, sp->bytes, out);
+    } else if (auto* b = std::get_if<page_buffer_msg>(&in.msg)) {
+        apply_buffer(in.peer, *b, out);
     } else if (auto* d = std::get_if<prefill_done_msg>(&in.msg)) {
         on_done(in.peer, *d, out);
     } else if (auto* f = std::get_if<prefill_failed_msg>(&in.msg)) {
@@ -267,6 +270,46 @@ void decode_link::handle(inbound& in, std::vector<engine::remote_prefill_result>
     }
 }
 
+template <typename W>
+void decode_link::apply_write(transport::peer_id peer, const W& w, int64_t bytes,
+                              std::vector<engine::remote_prefill_result>& out) {
+    transfer* t = find(w.request_id, peer);
+    if (t == nullptr || t->reported) return;
+    cache::page_pool& pool = seqs_->pool();
+    c_.bytes.fetch_add(bytes);
+    t->progress_ms = monotonic_ms();
+    const receive_stats before = t->tracker->stats();
+    status st;
+    if constexpr (std::is_same_v<W, page_span_msg>) {
+        st = t->tracker->apply(pool, w, &opt_.span_source->pool());
+        if (st.is_ok()) c_.spans.fetch_add(1), c_.span_bytes.fetch_add(bytes);
+    } else {
+        st = t->tracker->apply(pool, w);
+    }
+    if (st.is_ok() && opt_.corrupt_landed) corrupt_landed(pool, *opt_.corrupt_landed, w);
+    on_write_result(w.request_id, *t, before, st, out);
+}
+
+// Every PAGE_BUFFER gets exactly one receive or discard on its peer's channel, applied or not:
+// the channel matches buffers by order, so skipping one would land every later buffer wrongly.
+void decode_link::apply_buffer(transport::peer_id peer, const page_buffer_msg& w,
+                               std::vector<engine::remote_prefill_result>& out) {
+    bool consumed = false;
+    transfer* t = find(w.request_id, peer);
+    if (t != nullptr && !t->reported) {
+        cache::page_pool& pool = seqs_->pool();
+        c_.bytes.fetch_add(w.bytes);
+        t->progress_ms = monotonic_ms();
+        const receive_stats before = t->tracker->stats();
+        const status st = t->tracker->apply(pool, w, *buffers_, peer, opt_.transfer_timeout_ms, &consumed);
+        if (st.is_ok()) c_.spans.fetch_add(1), c_.span_bytes.fetch_add(w.bytes);
+        on_write_result(w.request_id, *t, before, st, out);
+    }
+    if (!consumed && buffers_->discard_buffer(peer, w.bytes).is_ok()) {
+        (void)buffers_->flush(peer, opt_.transfer_timeout_ms);  // a broken channel fails the next write
+    }
+}
+
 void decode_link::on_write_result(uint64_t id, transfer& t, const receive_stats& before,
                                   const status& st,
                                   std::vector<engine::remote_prefill_result>& out) {
@@ -286,6 +329,7 @@ void decode_link::on_done(transport::peer_id peer, prefill_done_msg& done,
     transfer* t = find(done.request_id, peer);
     if (t == nullptr || t->reported) return;
     t->writer_gone = true;  // every write precedes PREFILL_DONE on the link
+    release_spans(done.request_id, *t);  // ... so every span was copied (or refused) by now
     const receive_stats before = t->tracker->stats();
     if (status st = t->tracker->finish(done); !st.is_ok()) {
         count_rejections(before, t->tracker->stats());
@@ -309,6 +353,7 @@ void decode_link::fail(uint64_t id, transfer& t, status why, bool writer_gone,
     t.writer_gone = t.writer_gone || writer_gone;
     if (t.reported) return;
     t.reported = true;
+    release_spans(id, t);  // a reported transfer applies no further write
     c_.failed.fetch_add(1);
     TANDEM_LOG_WARN("pd: transfer of request {} (job {}) failed: {}", t.request, id, why.message());
     engine::remote_prefill_result r;
@@ -395,6 +440,8 @@ pd_decode_metrics decode_link::metrics() const {
     m.transfers_failed = c_.failed.load();
     m.transfers_aborted = c_.aborted.load();
     m.bytes_received = c_.bytes.load();
+    m.spans_copied = c_.spans.load();
+    m.bytes_copied = c_.span_bytes.load();
     m.checksum_failures = c_.checksum.load();
     m.stale_writes_rejected = c_.stale.load();
     m.unexpected_writes = c_.unexpected.load();

@@ -34,12 +34,18 @@ struct decode_link_options {
     int64_t abort_lease_ms = 10000;       // transport.abort_lease_ms
     // verify.fault_corrupt_kind (tests and drills only): corrupt landed writes of this kind.
     std::optional<landed_corruption> corrupt_landed = std::nullopt;
+    // pd on one device (inproc, both pools in one device space): the prefill engine's pool, which
+    // PAGE_SPANs name and this side copies from device to device. Null: PAGE_SPAN is not accepted
+    // (counted and dropped by the endpoint), as over tcp.
+    std::shared_ptr<engine::pool_sequences> span_source = nullptr;
 };
 
 // Counters for /metrics (a scrape may mix two polls).
 struct pd_decode_metrics {
     int64_t transfers_ok = 0, transfers_failed = 0, transfers_aborted = 0;
-    int64_t bytes_received = 0;
+    int64_t bytes_received = 0;  // carried in PAGE_WRITE / STATE_WRITE, or copied for PAGE_SPAN
+    int64_t spans_copied = 0;    // PAGE_SPANs landed device to device, verified
+    int64_t bytes_copied = 0;    // their bytes (also in bytes_received)
     int64_t checksum_failures = 0;
     int64_t stale_writes_rejected = 0;
     int64_t unexpected_writes = 0;  // a write the plan does not contain, or from the wrong peer
@@ -59,10 +65,11 @@ class decode_link final : public engine::remote_prefill {
     decode_link(std::shared_ptr<engine::pool_sequences> seqs, decode_link_options opt);
     ~decode_link() override;
 
-    // The handlers to give pd_endpoint::events, then the transport once it exists. The
-    // transport must be stopped before this object is destroyed.
+    // The transport once it exists, then the handlers to give pd_endpoint::events. The
+    // transport must be stopped before this object is destroyed. `buffers` (transport.kind =
+    // "nccl"): the channel PAGE_BUFFER bytes arrive on; null: PAGE_BUFFER is not accepted.
     pd_handlers handlers();
-    void attach(transport::transport* t, const pd_endpoint* endpoint);
+    void attach(transport::transport* t, const pd_endpoint* endpoint, transport::buffer_channel* buffers = nullptr);
 
     void set_wake(std::function<void()> wake) override;
     std::optional<std::string> unavailable() const override;
@@ -93,6 +100,7 @@ class decode_link final : public engine::remote_prefill {
         int64_t progress_ms = 0;   // when the job was sent or its last write arrived
         bool reported = false;     // a failure went to the scheduler; waiting for release()
         bool writer_gone = false;  // no write can follow (done, failed, or the peer is lost)
+        bool spans_released = false;  // SPANS_RELEASED sent (span_source only)
     };
 
     void post(inbound&& in);
@@ -110,6 +118,12 @@ class decode_link final : public engine::remote_prefill {
                       std::vector<engine::remote_prefill_result>& out);
     void expire(std::vector<engine::remote_prefill_result>& out);
     void note_finished(transport::peer_id peer, uint64_t job);
+    // From here on no PAGE_SPAN of this job is copied: tell the prefill side to drop its holds.
+    void release_spans(uint64_t id, transfer& t);
+    template <typename W> void apply_write(transport::peer_id peer, const W& w, int64_t bytes,
+                                           std::vector<engine::remote_prefill_result>& out);
+    void apply_buffer(transport::peer_id peer, const page_buffer_msg& w,
+                      std::vector<engine::remote_prefill_result>& out);
     transfer* find(uint64_t id, transport::peer_id peer);
     std::optional<transport::peer_id> pick_peer() const;
     void publish();
@@ -118,6 +132,7 @@ class decode_link final : public engine::remote_prefill {
     decode_link_options opt_;
     transport::transport* transport_ = nullptr;
     const pd_endpoint* endpoint_ = nullptr;
+    transport::buffer_channel* buffers_ = nullptr;
 
     // Shared with transport threads.
     mutable std::mutex mu_;
@@ -144,7 +159,7 @@ class decode_link final : public engine::remote_prefill {
     struct counters {
         std::atomic<int64_t> ok{0}, failed{0}, aborted{0}, bytes{0}, checksum{0}, stale{0},
             unexpected{0}, late{0}, acks{0}, unknown_acks{0}, unknown_aborts{0}, leases{0}, in_flight{0},
-            quarantined{0};
+            quarantined{0}, spans{0}, span_bytes{0};
         std::atomic<int64_t> by_cause[engine::k_release_causes] = {};
     };
     counters c_;

@@ -9,17 +9,21 @@
 #include "topo/model_identity.h"
 #include "topo/pd_decode.h"
 #include "topo/pd_faults.h"
+#include "topo/pd_holds.h"
 #include "topo/pd_metrics_text.h"
 #include "topo/pd_prefill.h"
+#include "transport/nccl.h"
 #include "transport/tcp.h"
+#include "cuda/host/xxh3.h"
 
 namespace tandem::topo {
 
 namespace {
 
 // backend.device is resolved by then (api/serve.cpp): both engines run on the chosen backend.
-// A device engine's pool is in the device space; the transfer code reads and writes it only
-// through page_pool::read_bytes/write_bytes, so inproc and tcp carry its pages unchanged.
+// A device engine's pool is in the device space; the transfer code reaches it only through the
+// pool's read/write/copy/checksum, so tcp carries its pages through the host and inproc copies
+// them device to device (one_device below).
 result<engine::cpu_engine_parts> make_parts(const config& cfg, uint64_t model_fingerprint,
                                             std::shared_ptr<heartbeat> copy_beat) {
     if (cfg.backend.device == "cuda") return cuda::make_device_engine_parts(cfg, model_fingerprint, std::move(copy_beat));
@@ -28,6 +32,9 @@ result<engine::cpu_engine_parts> make_parts(const config& cfg, uint64_t model_fi
 
 struct prefill_side {
     std::shared_ptr<engine::pool_sequences> seqs;
+    std::shared_ptr<span_holds> holds;  // pd on one device, or nccl
+    std::unique_ptr<transport::buffer_channel> own_buffers;  // nccl emulated: the loopback end
+    transport::buffer_channel* buffers = nullptr;           // nccl: where history bytes go
     std::unique_ptr<engine::scheduler> sched;
     std::unique_ptr<pd_endpoint> endpoint;
     std::unique_ptr<prefill_server> server;
@@ -38,11 +45,21 @@ struct prefill_side {
 
 struct decode_side {
     std::shared_ptr<engine::pool_sequences> seqs;
+    std::unique_ptr<transport::buffer_channel> own_buffers;
+    transport::buffer_channel* buffers = nullptr;
     std::shared_ptr<decode_link> link;
     std::unique_ptr<engine::scheduler> sched;
     std::unique_ptr<pd_endpoint> endpoint;
     std::unique_ptr<transport::transport> transport;
 };
+
+// pd on one device: both engines in this process (inproc) with their pools in one device space.
+// History pages then move device to device (PAGE_SPAN): the prefill side names them and holds them,
+// the decode side copies and verifies them with the device XXH3 (pd_holds.h, pd_transfer.h).
+bool one_device(const config& cfg) { return cfg.transport.kind == "inproc" && cfg.backend.device == "cuda"; }
+// transport.kind = "nccl" (validate_topology allowed it: backend.device = "cuda"): history bytes go
+// over the buffer channel, announced by PAGE_BUFFER; the source pages are held as for PAGE_SPAN.
+bool nccl(const config& cfg) { return cfg.transport.kind == "nccl"; }
 
 result<prefill_side> build_prefill(const config& cfg, const model_identity& model,
                                    liveness_registry& liveness) {
@@ -58,15 +75,22 @@ result<prefill_side> build_prefill(const config& cfg, const model_identity& mode
         engine::scheduler_options_from(cfg, liveness.add("prefill scheduler"));
     so.verify = {};  // the decode side checks whole requests (prompt state included)
     so.prefix = parts->prefix;
+    if (one_device(cfg) || nccl(cfg)) {
+        // A hold outlives the decode side's own transfer deadline and abort lease: only a wedged
+        // decode side lets it run out.
+        p.holds = std::make_shared<span_holds>(p.seqs, cfg.transport.transfer_timeout_ms + cfg.transport.abort_lease_ms);
+        so.service = p.holds;
+    }
     p.sched = std::make_unique<engine::scheduler>(std::move(parts->executor),
                                                   std::move(parts->cap), std::move(so));
     p.endpoint = std::make_unique<pd_endpoint>(pd_role::prefill, p.seqs->pool().layout(), model);
-    p.server = std::make_unique<prefill_server>(*p.sched, p.seqs, cfg.model.path);
+    p.server = std::make_unique<prefill_server>(*p.sched, p.seqs, cfg.model.path, p.holds);
     return p;
 }
 
 result<decode_side> build_decode(const config& cfg, const model_identity& model,
-                                 liveness_registry& liveness) {
+                                 liveness_registry& liveness,
+                                 std::shared_ptr<engine::pool_sequences> span_source) {
     config decode_cfg = cfg;
     decode_cfg.cache.prefix_cache = false;  // no decode-side cache yet (README: pd topology)
     result<engine::cpu_engine_parts> parts = make_parts(decode_cfg, 0, nullptr);
@@ -76,9 +100,13 @@ result<decode_side> build_decode(const config& cfg, const model_identity& model,
     result<std::optional<landed_corruption>> corrupt =
         parse_landed_corruption(cfg.verify.fault_corrupt_kind);
     if (!corrupt) return corrupt.error();
+    if (span_source && !d.seqs->pool().can_copy_from(span_source->pool())) {
+        return make_error(error_code::internal,
+                          "pd on one device: the decode pool cannot copy from the prefill pool (not one device space)");
+    }
     d.link = std::make_shared<decode_link>(
         d.seqs, decode_link_options{cfg.transport.transfer_timeout_ms,
-                                    cfg.transport.abort_lease_ms, *corrupt});
+                                    cfg.transport.abort_lease_ms, *corrupt, std::move(span_source)});
     engine::scheduler_options so =
         engine::scheduler_options_from(cfg, liveness.add("decode scheduler"));
     so.remote = d.link;
@@ -90,12 +118,12 @@ result<decode_side> build_decode(const config& cfg, const model_identity& model,
 }
 
 status start_prefill(prefill_side& p) {
-    p.server->attach(p.transport.get(), p.endpoint.get());
+    p.server->attach(p.transport.get(), p.endpoint.get(), p.buffers);
     return p.transport->start(p.endpoint->events(p.server->handlers()));
 }
 
 status start_decode(decode_side& d) {
-    d.link->attach(d.transport.get(), d.endpoint.get());
+    d.link->attach(d.transport.get(), d.endpoint.get(), d.buffers);
     return d.transport->start(d.endpoint->events(d.link->handlers()));
 }
 
@@ -114,7 +142,17 @@ result<std::unique_ptr<transport::transport>> make_tcp(const config& cfg, bool i
     auto t = transport::tcp_transport::create(std::move(o));
     if (!t) return t.error();
     std::unique_ptr<transport::transport> out = std::move(t.value());
-    return out;
+    if (cfg.transport.kind != "nccl") return out;
+    // Frames stay on tcp; page bytes go GPU to GPU. The decode side starts the communicator.
+    auto n = transport::nccl_transport::create(std::move(out), {static_cast<int>(cfg.transport.nccl_device), !is_prefill});
+    if (!n) return n.error();
+    std::unique_ptr<transport::transport> wrapped = std::move(n.value());
+    return wrapped;
+}
+
+// The buffer channel of a transport made by make_tcp with kind nccl.
+transport::buffer_channel* buffers_of(transport::transport* t, const config& cfg) {
+    return cfg.transport.kind == "nccl" ? static_cast<transport::nccl_transport*>(t) : nullptr;
 }
 
 class pd_deployment final : public deployment {
@@ -171,7 +209,9 @@ class pd_deployment final : public deployment {
 result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
                                                        liveness_registry& liveness) {
     const std::string& role = cfg.topology.role;
-    const bool inproc = cfg.transport.kind == "inproc";
+    // nccl in one process is CI's emulation only (validate_topology): an inproc control link
+    // and a loopback buffer channel over the emulated device's memory.
+    const bool inproc = cfg.transport.kind == "inproc" || (nccl(cfg) && role == "both");
     // One fingerprint for both sides of this process: it reads samples of every weight file.
     result<model_identity> model = identify_model(cfg.model.path, cfg.model.numerics);
     if (!model) return model.error();
@@ -183,7 +223,7 @@ result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
         p = std::move(built.value());
     }
     if (role != "prefill") {
-        auto built = build_decode(cfg, *model, liveness);
+        auto built = build_decode(cfg, *model, liveness, p && p->holds ? p->seqs : nullptr);
         if (!built) return built.error();
         d = std::move(built.value());
     }
@@ -194,6 +234,14 @@ result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
             liveness.add("prefill transport"), liveness.add("decode transport"));
         p->transport = std::move(pair.a);
         d->transport = std::move(pair.b);
+        if (nccl(cfg)) {
+            transport::buffer_channel_pair ch = transport::make_loopback_buffer_channels(
+                [](const void* src, int64_t n) -> result<uint64_t> { return kmath::xxh3_64(src, n); });
+            p->own_buffers = std::move(ch.a);
+            d->own_buffers = std::move(ch.b);
+            p->buffers = p->own_buffers.get();
+            d->buffers = d->own_buffers.get();
+        }
     }
     if (p && !inproc) {
         auto t = make_tcp(cfg, true, *p->endpoint, {}, liveness.add("prefill transport"));
@@ -201,6 +249,7 @@ result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
         p->port = static_cast<transport::tcp_transport&>(**t).bound_port();
         p->listening = fmt::format("{}:{}", cfg.transport.listen_host, p->port);
         p->transport = std::move(t.value());
+        p->buffers = buffers_of(p->transport.get(), cfg);
         TANDEM_LOG_INFO("pd: prefill accepting decode peers on {}", p->listening);
     }
     if (d && !inproc) {
@@ -214,6 +263,7 @@ result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
                           liveness.add("decode transport"));
         if (!t) return t.error().with_context("pd decode transport");
         d->transport = std::move(t.value());
+        d->buffers = buffers_of(d->transport.get(), cfg);
     }
     if (p) TANDEM_RETURN_IF_ERROR(start_prefill(*p));
     if (d) TANDEM_RETURN_IF_ERROR(start_decode(*d));

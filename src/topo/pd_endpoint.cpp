@@ -79,6 +79,9 @@ void pd_endpoint::dispatch(const pd_handlers& h, transport::peer_id p, transport
     switch (static_cast<pd_kind>(f.kind)) {
         case pd_kind::prefill_job: ok = deliver(!decode, h.on_job, p, m); break;
         case pd_kind::page_write: ok = deliver(decode, h.on_page_write, p, m); break;
+        case pd_kind::page_span: ok = deliver(decode, h.on_page_span, p, m); break;
+        case pd_kind::page_buffer: ok = deliver(decode, h.on_page_buffer, p, m); break;
+        case pd_kind::spans_released: ok = deliver(!decode, h.on_spans_released, p, m); break;
         case pd_kind::state_write: ok = deliver(decode, h.on_state_write, p, m); break;
         case pd_kind::prefill_done: ok = deliver(decode, h.on_done, p, m); break;
         case pd_kind::prefill_failed: ok = deliver(decode, h.on_failed, p, m); break;

@@ -28,10 +28,13 @@ struct pd_handlers {
     std::function<void(transport::peer_id, const status& why)> on_peer_lost;
     std::function<void(transport::peer_id, abort_msg&&)> on_abort;
     std::function<void(transport::peer_id, abort_ack_msg&&)> on_abort_ack;
-    // Prefill role receives jobs.
+    // Prefill role receives jobs, and releases of named source spans (pd on one device).
     std::function<void(transport::peer_id, prefill_job_msg&&)> on_job;
+    std::function<void(transport::peer_id, spans_released_msg&&)> on_spans_released;
     // Decode role receives the results.
     std::function<void(transport::peer_id, page_write_msg&&)> on_page_write;
+    std::function<void(transport::peer_id, page_span_msg&&)> on_page_span;  // null: not accepted
+    std::function<void(transport::peer_id, page_buffer_msg&&)> on_page_buffer;  // null: not accepted
     std::function<void(transport::peer_id, state_write_msg&&)> on_state_write;
     std::function<void(transport::peer_id, prefill_done_msg&&)> on_done;
     std::function<void(transport::peer_id, prefill_failed_msg&&)> on_failed;

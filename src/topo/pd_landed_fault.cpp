@@ -48,17 +48,26 @@ void flip_pool_rows(cache::page_pool& pool, std::byte* at, int64_t rows, int64_t
     (void)pool.write_bytes(at, host.data(), rows * bytes_per_row);
 }
 
-}  // namespace
-
-void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const page_write_msg& w) {
-    if (!c.history || w.kind != c.buffer) return;
+void corrupt_page(cache::page_pool& pool, const landed_corruption& c, cache::page_ref ref, int32_t layer,
+                  cache::buffer_kind kind) {
+    if (!c.history || kind != c.buffer) return;
     const cache::layout_spec& l = pool.layout();
-    const int32_t bi = l.buffer_index(w.layer, w.kind);
+    const int32_t bi = l.buffer_index(layer, kind);
     if (bi < 0) return;
-    std::byte* page = pool.page_bytes_for_write(w.page, bi);
+    std::byte* page = pool.page_bytes_for_write(ref, bi);
     if (page == nullptr) return;
     const cache::buffer_layout& b = l.buffers()[static_cast<size_t>(bi)];
     flip_pool_rows(pool, page, b.rows_per_page, b.row.bytes);
+}
+
+}  // namespace
+
+void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const page_write_msg& w) {
+    corrupt_page(pool, c, w.page, w.layer, w.kind);
+}
+
+void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const page_span_msg& w) {
+    corrupt_page(pool, c, w.page, w.layer, w.kind);
 }
 
 void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const state_write_msg& w) {

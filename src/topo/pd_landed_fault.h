@@ -31,6 +31,7 @@ result<std::optional<landed_corruption>> parse_landed_corruption(std::string_vie
 
 // Applied after the write verified and landed (no-op for writes of other kinds).
 void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const page_write_msg& w);
+void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const page_span_msg& w);
 void corrupt_landed(cache::page_pool& pool, const landed_corruption& c, const state_write_msg& w);
 
 // What a transfer carries, for divergence logs: "compressed_kv (4 layers), index_k (2 layers), …".

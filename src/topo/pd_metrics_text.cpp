@@ -50,8 +50,16 @@ void render_decode_metrics(std::string& out, const pd_decode_metrics& m, const p
                   "flight)",
                   "result", {{"ok", m.transfers_ok}, {"failed", m.transfers_failed},
                              {"aborted", m.transfers_aborted}});
-    w.counter("transfer_bytes_total", "State bytes received in PAGE_WRITE / STATE_WRITE",
+    w.counter("transfer_bytes_total",
+              "State bytes received in PAGE_WRITE / STATE_WRITE, or copied device to device for PAGE_SPAN",
               m.bytes_received);
+    w.families({
+        {counter, "spans_copied_total",
+         "History spans that did not travel in frames, verified where they landed: PAGE_SPANs copied "
+         "device to device (pd on one device) or PAGE_BUFFERs received on the buffer channel (nccl)",
+         m.spans_copied},
+        {counter, "span_bytes_copied_total", "Bytes of those spans", m.bytes_copied},
+    });
     w.histogram("transfer_seconds", "Prefill job sent to state landed verified, per request",
                 m.transfer_seconds);
     const double secs = m.transfer_seconds.sum;
@@ -103,6 +111,16 @@ void render_prefill_metrics(std::string& out, const pd_prefill_metrics& m, const
         {counter, "bytes_sent_total", "State bytes sent to decode peers", m.bytes_sent},
         {counter, "aborts_received_total", "ABORTs received from decode peers",
          m.aborts_received},
+        {counter, "spans_named_total",
+         "History spans sent without their bytes in frames: PAGE_SPANs (named in this pool) or "
+         "PAGE_BUFFERs (bytes on the buffer channel)",
+         m.spans_named},
+        {counter, "span_bytes_named_total", "Bytes of those spans", m.bytes_named},
+        {counter, "spans_released_total", "SPANS_RELEASED received from decode peers", m.spans_released},
+        {gauge, "held_source_pages",
+         "Page references held for named spans the decode side has not released", m.holds.pages_held},
+        {counter, "span_holds_expired_total",
+         "Requests whose held pages were freed by the lease, not by SPANS_RELEASED", m.holds.expired},
         {gauge, "decode_peers_ready", "Decode peers connected", m.peers_ready},
     });
     if (eng.prefix.enabled) {  // the prefill engine's prefix cache

@@ -11,8 +11,8 @@
 namespace tandem::topo {
 
 prefill_server::prefill_server(engine::scheduler& eng, std::shared_ptr<engine::pool_sequences> seqs,
-                               std::string model_dir)
-    : eng_(eng), seqs_(std::move(seqs)), model_dir_(std::move(model_dir)) {}
+                               std::string model_dir, std::shared_ptr<span_holds> holds)
+    : eng_(eng), seqs_(std::move(seqs)), model_dir_(std::move(model_dir)), holds_(std::move(holds)) {}
 
 result<engine::sampling_params> prefill_server::job_params(const prefill_sampling& s) {
     engine::sampling_params p = from_wire(s);
@@ -41,12 +41,16 @@ pd_handlers prefill_server::handlers() {
     h.on_job = [this](transport::peer_id p, prefill_job_msg&& m) { on_job(p, std::move(m)); };
     h.on_abort = [this](transport::peer_id p, abort_msg&& m) { on_abort(p, m); };
     h.on_abort_ack = [](transport::peer_id, abort_ack_msg&&) {};  // we never send ABORT first
+    if (holds_) {
+        h.on_spans_released = [this](transport::peer_id p, spans_released_msg&& m) { on_spans_released(p, m); };
+    }
     return h;
 }
 
-void prefill_server::attach(transport::transport* t, const pd_endpoint* endpoint) {
+void prefill_server::attach(transport::transport* t, const pd_endpoint* endpoint, transport::buffer_channel* buffers) {
     transport_ = t;
     endpoint_ = endpoint;
+    buffers_ = buffers;
 }
 
 status prefill_server::send(transport::peer_id peer, const pd_message& m) {
@@ -128,7 +132,19 @@ void prefill_server::on_abort(transport::peer_id peer, const abort_msg& msg) {
     if (local != 0) eng_.abort(local);  // its final event sends the ACK
 }
 
+// The decode side will copy nothing more of this job: its holds go, and a job still computing
+// stops shipping (the decode side failed or aborted it; its ABORT, if any, follows).
+void prefill_server::on_spans_released(transport::peer_id peer, const spans_released_msg& msg) {
+    spans_released_.fetch_add(1);
+    {
+        std::lock_guard lock(mu_);
+        if (auto it = jobs_.find({peer, msg.request_id}); it != jobs_.end()) it->second->spans_released = true;
+    }
+    holds_->release(peer, msg.request_id);
+}
+
 void prefill_server::on_peer_lost(transport::peer_id peer) {
+    if (holds_) holds_->release_peer(peer);  // nothing will be copied over a closed link
     std::vector<engine::request_id> locals;
     {
         std::lock_guard lock(mu_);
@@ -146,18 +162,34 @@ status prefill_server::ship(job& j, engine::sequence_id seq, int64_t computed, b
     {
         std::lock_guard lock(mu_);
         if (j.abort_requested) return make_error(error_code::unavailable, "aborted by the decode side");
+        if (j.spans_released) return make_error(error_code::unavailable, "the decode side ended the transfer");
     }
     const cache::page_pool& pool = seqs_->pool();
     const cache::slot_ref slot = seqs_->slot(seq);
     std::vector<int64_t> pages;
     for (const cache::page_ref& p : pool.page_table(slot)) pages.push_back(p.page);
-    int64_t bytes = 0;
+    int64_t bytes = 0, named = 0, spans = 0;
     auto emit = [&](pd_message&& m) {
         if (auto* w = std::get_if<page_write_msg>(&m)) bytes += static_cast<int64_t>(w->data.size());
         if (auto* w = std::get_if<state_write_msg>(&m)) bytes += static_cast<int64_t>(w->data.size());
+        if (auto* w = std::get_if<page_span_msg>(&m)) named += w->bytes, ++spans;
+        if (auto* w = std::get_if<page_buffer_msg>(&m)) named += w->bytes, ++spans;
         return send(j.peer, m);
     };
-    if (!j.sender) j.sender = std::make_unique<transfer_sender>(j.msg);
+    if (!j.sender) {
+        std::optional<span_naming> naming;
+        if (holds_) {
+            naming = span_naming{[this, peer = j.peer, id = j.msg.request_id](cache::page_ref p) {
+                holds_->hold(peer, id, p);
+            }};
+            if (buffers_) {
+                naming->send_buffer = [this, peer = j.peer](const std::byte* src, int64_t n) {
+                    return buffers_->send_buffer(peer, src, n);
+                };
+            }
+        }
+        j.sender = std::make_unique<transfer_sender>(j.msg, std::move(naming));
+    }
     status st;
     if (!done) {
         st = j.sender->send_complete_pages(pool, pages, slot.slot, computed, emit);
@@ -168,6 +200,8 @@ status prefill_server::ship(job& j, engine::sequence_id seq, int64_t computed, b
         st = sent.error();
     }
     bytes_.fetch_add(bytes);
+    bytes_named_.fetch_add(named);
+    spans_named_.fetch_add(spans);
     return st;
 }
 
@@ -212,6 +246,10 @@ pd_prefill_metrics prefill_server::metrics() const {
     m.jobs_aborted = aborted_.load();
     m.bytes_sent = bytes_.load();
     m.aborts_received = aborts_received_.load();
+    m.bytes_named = bytes_named_.load();
+    m.spans_named = spans_named_.load();
+    m.spans_released = spans_released_.load();
+    if (holds_) m.holds = holds_->stats();
     std::lock_guard lock(mu_);
     m.jobs_in_flight = static_cast<int64_t>(jobs_.size());
     m.peers_ready = static_cast<int64_t>(peers_.size());

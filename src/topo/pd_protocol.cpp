@@ -28,6 +28,9 @@ const char* pd_kind_name(uint16_t kind) {
         case pd_kind::abort: return "ABORT";
         case pd_kind::abort_ack: return "ABORT_ACK";
         case pd_kind::prefill_failed: return "PREFILL_FAILED";
+        case pd_kind::page_span: return "PAGE_SPAN";
+        case pd_kind::spans_released: return "SPANS_RELEASED";
+        case pd_kind::page_buffer: return "PAGE_BUFFER";
     }
     return "unknown";
 }
@@ -102,6 +105,29 @@ void put(wire_writer& w, const page_write_msg& m) {
     w.u64(m.checksum);
     w.bytes(m.data);
 }
+void put(wire_writer& w, const page_span_msg& m) {
+    w.u64(m.request_id);
+    w.i32(m.page.page);
+    w.u32(m.page.epoch);
+    w.i32(m.layer);
+    w.u8(static_cast<uint8_t>(m.kind));
+    w.u64(m.checksum);
+    w.u64(m.src_pool);
+    w.i32(m.src_page.page);
+    w.u32(m.src_page.epoch);
+    w.i64(m.src_offset);
+    w.i64(m.bytes);
+}
+void put(wire_writer& w, const spans_released_msg& m) { w.u64(m.request_id); }
+void put(wire_writer& w, const page_buffer_msg& m) {
+    w.u64(m.request_id);
+    w.i32(m.page.page);
+    w.u32(m.page.epoch);
+    w.i32(m.layer);
+    w.u8(static_cast<uint8_t>(m.kind));
+    w.u64(m.checksum);
+    w.i64(m.bytes);
+}
 void put(wire_writer& w, const state_write_msg& m) {
     w.u64(m.request_id);
     w.i32(m.slot.slot);
@@ -142,6 +168,9 @@ template <> constexpr pd_kind kind_for<prefill_done_msg>() { return pd_kind::pre
 template <> constexpr pd_kind kind_for<abort_msg>() { return pd_kind::abort; }
 template <> constexpr pd_kind kind_for<abort_ack_msg>() { return pd_kind::abort_ack; }
 template <> constexpr pd_kind kind_for<prefill_failed_msg>() { return pd_kind::prefill_failed; }
+template <> constexpr pd_kind kind_for<page_span_msg>() { return pd_kind::page_span; }
+template <> constexpr pd_kind kind_for<spans_released_msg>() { return pd_kind::spans_released; }
+template <> constexpr pd_kind kind_for<page_buffer_msg>() { return pd_kind::page_buffer; }
 
 }  // namespace
 
@@ -244,6 +273,36 @@ bool get(wire_reader& r, page_write_msg& m) {
     m.data.assign(d.begin(), d.end());
     return m.page.page >= 0 && m.layer >= 0 && kind < cache::k_buffer_kinds;
 }
+bool get(wire_reader& r, page_span_msg& m) {
+    m.request_id = r.u64();
+    m.page.page = r.i32();
+    m.page.epoch = r.u32();
+    m.layer = r.i32();
+    const uint8_t kind = r.u8();
+    m.kind = static_cast<cache::buffer_kind>(kind);
+    m.checksum = r.u64();
+    m.src_pool = r.u64();
+    m.src_page.page = r.i32();
+    m.src_page.epoch = r.u32();
+    m.src_offset = r.i64();
+    m.bytes = r.i64();
+    return m.page.page >= 0 && m.layer >= 0 && kind < cache::k_buffer_kinds && m.src_page.page >= 0 &&
+           m.src_offset >= 0 && m.bytes >= 0;
+}
+bool get(wire_reader& r, spans_released_msg& m) { m.request_id = r.u64(); return true; }
+bool get(wire_reader& r, page_buffer_msg& m) {
+    m.request_id = r.u64();
+    m.page.page = r.i32();
+    m.page.epoch = r.u32();
+    m.layer = r.i32();
+    const uint8_t kind = r.u8();
+    m.kind = static_cast<cache::buffer_kind>(kind);
+    m.checksum = r.u64();
+    m.bytes = r.i64();
+    // A size no page buffer could have would desynchronise the channel: refuse it here.
+    return m.page.page >= 0 && m.layer >= 0 && kind < cache::k_buffer_kinds && m.bytes >= 0 &&
+           m.bytes <= (int64_t{1} << 40);
+}
 bool get(wire_reader& r, state_write_msg& m) {
     m.request_id = r.u64();
     m.slot.slot = r.i32();
@@ -321,6 +380,9 @@ result<pd_message> decode_message(uint16_t kind, std::span<const std::byte> payl
         case pd_kind::abort: return decode_as<abort_msg>(kind, payload);
         case pd_kind::abort_ack: return decode_as<abort_ack_msg>(kind, payload);
         case pd_kind::prefill_failed: return decode_as<prefill_failed_msg>(kind, payload);
+        case pd_kind::page_span: return decode_as<page_span_msg>(kind, payload);
+        case pd_kind::spans_released: return decode_as<spans_released_msg>(kind, payload);
+        case pd_kind::page_buffer: return decode_as<page_buffer_msg>(kind, payload);
     }
     return make_error(error_code::data_loss, fmt::format("unknown message kind {}", kind));
 }

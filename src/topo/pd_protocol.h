@@ -44,6 +44,9 @@ enum class pd_kind : uint16_t {
     abort = 20,
     abort_ack = 21,
     prefill_failed = 22,
+    page_span = 23,      // pd on one device: a PAGE_WRITE naming its source bytes (never on tcp)
+    spans_released = 24,
+    page_buffer = 25,    // transport.kind = "nccl": a PAGE_WRITE whose bytes follow on the buffer channel
 };
 const char* pd_kind_name(uint16_t kind);  // "unknown" for kinds outside the enum
 
@@ -108,6 +111,40 @@ struct page_write_msg {
     uint64_t checksum = 0;  // XXH3-64 of data
     std::vector<std::byte> data;
 };
+// A PAGE_WRITE between two pools in the SAME device address space (pd with both engines' pools on
+// one GPU, inproc): instead of carrying the bytes it names where they lie in the prefill pool —
+// (pool, page, epoch, offset, length) — and the receiver copies them device to device. The
+// checksum is the device XXH3 of the source bytes, computed where they lie; the receiver hashes
+// the bytes where they landed, on the device, and compares. The prefill side holds the source page
+// (a reference on it: never freed or reused) until the decode side sends SPANS_RELEASED for the
+// request, loses the link, or the hold's lease runs out. Only an in-process link whose decode side
+// was given the named pool accepts it: src_pool is a process-local identity, not an address.
+struct page_span_msg {
+    uint64_t request_id = 0;
+    cache::page_ref page;  // destination (decode pool), as PAGE_WRITE
+    int32_t layer = 0;
+    cache::buffer_kind kind = cache::buffer_kind::compressed_kv;
+    uint64_t checksum = 0;  // XXH3-64 of the source bytes
+    uint64_t src_pool = 0;  // page_pool::id() of the prefill pool
+    cache::page_ref src_page;
+    int64_t src_offset = 0;  // from the prefill pool's arena base
+    int64_t bytes = 0;
+};
+// transport.kind = "nccl": a PAGE_WRITE whose bytes travel on the buffer channel
+// (transport/buffer_channel.h), posted by the sender just BEFORE this frame; the receiver posts
+// exactly one receive (or discard, for a write it refuses) per PAGE_BUFFER, in frame order, then
+// verifies the device XXH3 where the bytes landed. The source page is held as for PAGE_SPAN.
+struct page_buffer_msg {
+    uint64_t request_id = 0;
+    cache::page_ref page;
+    int32_t layer = 0;
+    cache::buffer_kind kind = cache::buffer_kind::compressed_kv;
+    uint64_t checksum = 0;  // XXH3-64 of the bytes, computed on the sender's device
+    int64_t bytes = 0;
+};
+// Decode → prefill: no further copy out of this request's named source spans will be made (its
+// transfer completed, failed or was aborted), so the prefill side may release their holds.
+struct spans_released_msg { uint64_t request_id = 0; };
 // One (slot, layer, state kind) region: window rows or compressor rings.
 struct state_write_msg {
     uint64_t request_id = 0;
@@ -153,7 +190,8 @@ struct prefill_failed_msg {
 
 using pd_message = std::variant<hello_msg, hello_ack_msg, refuse_msg, ping_msg, pong_msg,
                                 prefill_job_msg, page_write_msg, state_write_msg,
-                                prefill_done_msg, abort_msg, abort_ack_msg, prefill_failed_msg>;
+                                prefill_done_msg, abort_msg, abort_ack_msg, prefill_failed_msg,
+                                page_span_msg, spans_released_msg, page_buffer_msg>;
 
 // Limits the decoder enforces (beyond "fits in the payload").
 inline constexpr size_t k_max_description_bytes = 4096;

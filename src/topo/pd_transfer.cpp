@@ -96,6 +96,10 @@ status transfer_sender::send(const cache::page_pool& src, std::span<const int64_
                                ? page_index.at(s.dst_page.page) < complete_pages
                                : complete_pages >= n + 1;  // state: only when the prompt is done
         if (!ready) continue;
+        if (naming_ && s.kind == cache::span_kind::history) {
+            TANDEM_RETURN_IF_ERROR(send_span(src, s, src_pages[page_index.at(s.dst_page.page)], k, emit));
+            continue;
+        }
         // Read through the pool (d2h from a device arena); the checksum covers the bytes read.
         std::vector<std::byte> data(static_cast<size_t>(s.bytes));
         // Contexts are formatted only on failure: this runs for every span of every transfer.
@@ -107,6 +111,45 @@ status transfer_sender::send(const cache::page_pool& src, std::span<const int64_
         TANDEM_RETURN_IF_ERROR(emit(make_write(s, l, job.request_id, std::move(data), sums_[k])));
     }
     return status::ok();
+}
+
+// The span stays where it is: hash it there (device XXH3), hold its page, name it (PAGE_SPAN) or
+// post it on the buffer channel (PAGE_BUFFER). Ordering on a GPU: the hash is a launch on the legacy
+// stream plus a blocking 8-byte download, so it returns only after the forward kernels that wrote
+// the span finished — the copy (D2D on the legacy stream) or NCCL send (its own non-blocking stream)
+// that follows reads final bytes.
+status transfer_sender::send_span(const cache::page_pool& src, const cache::transfer_span& s,
+                                  int64_t src_page, size_t k, const emit_fn& emit) {
+    result<uint64_t> sum = src.checksum_bytes(src.arena() + s.src_offset, s.bytes);
+    if (!sum) return sum.error().with_context(fmt::format("request {}: hashing a span of the prefill pool", job_->request_id));
+    const cache::page_ref page{static_cast<int32_t>(src_page), src.epoch_of(static_cast<int32_t>(src_page))};
+    if (held_.insert((static_cast<uint64_t>(page.page) << 32) | page.epoch).second) naming_->hold(page);
+    sums_[k] = *sum;
+    sent_[k] = 1;
+    ++sent_count_;
+    if (naming_->send_buffer) {
+        if (status posted = naming_->send_buffer(src.arena() + s.src_offset, s.bytes); !posted)
+            return posted.with_context(fmt::format("request {}: posting a span on the buffer channel", job_->request_id));
+        page_buffer_msg b;
+        b.request_id = job_->request_id;
+        b.page = s.dst_page;
+        b.layer = s.layer;
+        b.kind = src.layout().buffers()[s.index].kind;
+        b.checksum = *sum;
+        b.bytes = s.bytes;
+        return emit(std::move(b));
+    }
+    page_span_msg w;
+    w.request_id = job_->request_id;
+    w.page = s.dst_page;
+    w.layer = s.layer;
+    w.kind = src.layout().buffers()[s.index].kind;
+    w.checksum = *sum;
+    w.src_pool = src.id();
+    w.src_page = page;
+    w.src_offset = s.src_offset;
+    w.bytes = s.bytes;
+    return emit(std::move(w));
 }
 
 status transfer_sender::send_complete_pages(const cache::page_pool& src,
@@ -149,9 +192,20 @@ status verify(uint64_t checksum, const std::vector<std::byte>& data, const char*
                                   "not applied", what, request_id, layer, kind, data.size()));
 }
 
+// The bytes where they landed hash to `checksum`: for a device arena by the device XXH3 (no read-back),
+// so the checksum covers the bytes where the decode will read them.
+status check_landed(const cache::page_pool& pool, const std::byte* dst, int64_t n, uint64_t checksum,
+                    const char* what, uint64_t request_id, int32_t layer, const char* kind) {
+    result<uint64_t> landed = pool.checksum_bytes(dst, n);
+    if (!landed) return landed.error().with_context(fmt::format("{} of request {}: hashing the landed bytes", what, request_id));
+    if (*landed == checksum) return status::ok();
+    return make_error(error_code::data_loss,
+                      fmt::format("{} of request {} layer {} {}: checksum mismatch after the bytes "
+                                  "landed in the device pool ({} bytes)", what, request_id, layer, kind, n));
+}
+
 // Writes verified bytes into the pool. A device arena (not host-addressable) is written by an
-// h2d copy the host cannot see land, so the bytes are read back and checked against the same
-// XXH3 there: the checksum then covers the bytes where the decode will read them.
+// h2d copy the host cannot see land, so the landed bytes are hashed again where they lie.
 status land(cache::page_pool& pool, std::byte* dst, const std::vector<std::byte>& data,
             uint64_t checksum, const char* what, uint64_t request_id, int32_t layer,
             const char* kind) {
@@ -159,13 +213,7 @@ status land(cache::page_pool& pool, std::byte* dst, const std::vector<std::byte>
     if (status wrote = pool.write_bytes(dst, data.data(), n); !wrote)
         return wrote.with_context(fmt::format("{} of request {} layer {} {}", what, request_id, layer, kind));
     if (pool.host_addressable()) return status::ok();
-    std::vector<std::byte> landed(data.size());
-    if (status read = pool.read_bytes(landed.data(), dst, n); !read)
-        return read.with_context(fmt::format("{} of request {}: reading back", what, request_id));
-    if (XXH3_64bits(landed.data(), landed.size()) == checksum) return status::ok();
-    return make_error(error_code::data_loss,
-                      fmt::format("{} of request {} layer {} {}: checksum mismatch after the bytes "
-                                  "landed in the device pool ({} bytes)", what, request_id, layer, kind, n));
+    return check_landed(pool, dst, n, checksum, what, request_id, layer, kind);
 }
 
 }  // namespace
@@ -189,6 +237,78 @@ status apply_page_write(cache::page_pool& pool, const page_write_msg& w) {
                                       "quarantined)", w.request_id, w.page.page, w.page.epoch));
     }
     return land(pool, dst, w.data, w.checksum, "PAGE_WRITE", w.request_id, w.layer, kind);
+}
+
+namespace {
+
+// The named span must be the named page's buffer (or a prefix of it) in the source pool: a frame
+// can only ever make us read bytes of a page that pool holds for it.
+status check_source(const cache::page_pool* source, const page_span_msg& w, int32_t bi) {
+    const auto refuse = [&](const char* why) {
+        return make_error(error_code::data_loss,
+                          fmt::format("PAGE_SPAN of request {} layer {}: {} (pool {:x}, page {}, offset {}, {} bytes)",
+                                      w.request_id, w.layer, why, w.src_pool, w.src_page.page, w.src_offset, w.bytes));
+    };
+    if (source == nullptr || w.src_pool != source->id()) return refuse("names a pool this side cannot reach");
+    const cache::pool_geometry& g = source->geometry();
+    if (w.src_page.page >= g.num_pages()) return refuse("names a page outside the source pool");
+    const int64_t start = g.page_offset(bi, w.src_page.page);
+    if (w.src_offset != start || w.bytes > source->layout().buffers()[bi].bytes_per_page)
+        return refuse("is not the named page's buffer");
+    return status::ok();
+}
+
+}  // namespace
+
+status apply_page_span(cache::page_pool& pool, const cache::page_pool* source, const page_span_msg& w) {
+    const cache::layout_spec& l = pool.layout();
+    const int32_t bi = l.buffer_index(w.layer, w.kind);
+    const char* kind = cache::buffer_kind_name(w.kind);
+    if (bi < 0 || w.bytes > l.buffers()[bi].bytes_per_page) {
+        return make_error(error_code::data_loss,
+                          fmt::format("PAGE_SPAN of request {}: layer {} has no {} buffer of "
+                                      ">= {} bytes", w.request_id, w.layer, kind, w.bytes));
+    }
+    TANDEM_RETURN_IF_ERROR(check_source(source, w, bi));
+    std::byte* dst = pool.page_bytes_for_write(w.page, bi);
+    if (dst == nullptr) {
+        return make_error(error_code::out_of_range,
+                          fmt::format("PAGE_SPAN of request {} to page {} epoch {} rejected: "
+                                      "the page is not current (stale epoch, freed, sealed or "
+                                      "quarantined)", w.request_id, w.page.page, w.page.epoch));
+    }
+    if (status copied = pool.copy_from(dst, *source, source->arena() + w.src_offset, w.bytes); !copied)
+        return copied.with_context(fmt::format("PAGE_SPAN of request {} layer {} {}", w.request_id, w.layer, kind));
+    return check_landed(pool, dst, w.bytes, w.checksum, "PAGE_SPAN", w.request_id, w.layer, kind);
+}
+
+status apply_page_buffer(cache::page_pool& pool, transport::buffer_channel& ch, transport::peer_id peer,
+                         int64_t flush_timeout_ms, const page_buffer_msg& w) {
+    const cache::layout_spec& l = pool.layout();
+    const int32_t bi = l.buffer_index(w.layer, w.kind);
+    const char* kind = cache::buffer_kind_name(w.kind);
+    std::byte* dst = bi < 0 || w.bytes > l.buffers()[bi].bytes_per_page ? nullptr : pool.page_bytes_for_write(w.page, bi);
+    // Whatever we decide, the peer's buffer is received (into scratch when refused): the order is the contract.
+    TANDEM_RETURN_IF_ERROR(dst ? ch.recv_buffer(peer, dst, w.bytes) : ch.discard_buffer(peer, w.bytes));
+    if (status flushed = ch.flush(peer, flush_timeout_ms); !flushed)
+        return flushed.with_context(fmt::format("PAGE_BUFFER of request {} layer {} {}", w.request_id, w.layer, kind));
+    if (bi < 0 || w.bytes > l.buffers()[bi].bytes_per_page) {
+        return make_error(error_code::data_loss,
+                          fmt::format("PAGE_BUFFER of request {}: layer {} has no {} buffer of >= {} bytes",
+                                      w.request_id, w.layer, kind, w.bytes));
+    }
+    if (dst == nullptr) {
+        return make_error(error_code::out_of_range,
+                          fmt::format("PAGE_BUFFER of request {} to page {} epoch {} rejected: the page is not "
+                                      "current (stale epoch, freed, sealed or quarantined)",
+                                      w.request_id, w.page.page, w.page.epoch));
+    }
+    result<uint64_t> landed = ch.checksum_device(dst, w.bytes);
+    if (!landed) return landed.error().with_context(fmt::format("PAGE_BUFFER of request {}: hashing the landed bytes", w.request_id));
+    if (*landed == w.checksum) return status::ok();
+    return make_error(error_code::data_loss,
+                      fmt::format("PAGE_BUFFER of request {} layer {} {}: checksum mismatch after the bytes "
+                                  "landed in the device pool ({} bytes)", w.request_id, w.layer, kind, w.bytes));
 }
 
 status apply_state_write(cache::page_pool& pool, const state_write_msg& w) {
@@ -284,20 +404,48 @@ status transfer_tracker::record(int32_t span, uint64_t checksum, status applied)
     return status::ok();
 }
 
-status transfer_tracker::apply(cache::page_pool& pool, const page_write_msg& w) {
-    if (failed()) return failure_;
-    const int32_t bi = pool.layout().buffer_index(w.layer, w.kind);
-    int32_t span = -1;
-    TANDEM_RETURN_IF_ERROR(accept(cache::span_kind::history, bi, w.page.page, w.request_id,
-                                  static_cast<int64_t>(w.data.size()), &span));
-    if (plan_.spans[span].dst_page.epoch != w.page.epoch) {
+status transfer_tracker::accept_page(cache::page_pool& pool, cache::page_ref page, int32_t layer,
+                                     cache::buffer_kind kind, uint64_t request_id, int64_t bytes,
+                                     int32_t* span_out) {
+    const int32_t bi = pool.layout().buffer_index(layer, kind);
+    TANDEM_RETURN_IF_ERROR(accept(cache::span_kind::history, bi, page.page, request_id, bytes, span_out));
+    if (plan_.spans[*span_out].dst_page.epoch != page.epoch) {
         ++stats_.stale_rejected;
         return fail(make_error(error_code::out_of_range,
                                fmt::format("request {}: write to page {} names epoch {}, the "
-                                           "table holds epoch {}", request_id_, w.page.page,
-                                           w.page.epoch, plan_.spans[span].dst_page.epoch)));
+                                           "table holds epoch {}", request_id_, page.page,
+                                           page.epoch, plan_.spans[*span_out].dst_page.epoch)));
     }
+    return status::ok();
+}
+
+status transfer_tracker::apply(cache::page_pool& pool, const page_write_msg& w) {
+    if (failed()) return failure_;
+    int32_t span = -1;
+    TANDEM_RETURN_IF_ERROR(accept_page(pool, w.page, w.layer, w.kind, w.request_id,
+                                       static_cast<int64_t>(w.data.size()), &span));
     return record(span, w.checksum, apply_page_write(pool, w));
+}
+
+status transfer_tracker::apply(cache::page_pool& pool, const page_span_msg& w, const cache::page_pool* source) {
+    if (failed()) return failure_;
+    int32_t span = -1;
+    TANDEM_RETURN_IF_ERROR(accept_page(pool, w.page, w.layer, w.kind, w.request_id, w.bytes, &span));
+    TANDEM_RETURN_IF_ERROR(record(span, w.checksum, apply_page_span(pool, source, w)));
+    ++stats_.spans_copied;
+    return status::ok();
+}
+
+status transfer_tracker::apply(cache::page_pool& pool, const page_buffer_msg& w, transport::buffer_channel& ch,
+                               transport::peer_id peer, int64_t flush_timeout_ms, bool* consumed) {
+    *consumed = false;
+    if (failed()) return failure_;
+    int32_t span = -1;
+    TANDEM_RETURN_IF_ERROR(accept_page(pool, w.page, w.layer, w.kind, w.request_id, w.bytes, &span));
+    *consumed = true;  // apply_page_buffer posts exactly one receive or discard
+    TANDEM_RETURN_IF_ERROR(record(span, w.checksum, apply_page_buffer(pool, ch, peer, flush_timeout_ms, w)));
+    ++stats_.spans_copied;
+    return status::ok();
 }
 
 status transfer_tracker::apply(cache::page_pool& pool, const state_write_msg& w) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
@@ -24,6 +25,7 @@
 #include "cache/page_pool.h"
 #include "cache/transfer.h"
 #include "topo/pd_protocol.h"
+#include "transport/buffer_channel.h"
 
 namespace tandem::topo {
 
@@ -47,9 +49,25 @@ using emit_fn = std::function<status(pd_message&&)>;
 // was sent stays valid). Every call stops at the first error `emit` returns (an abort arrived,
 // the peer is gone). The whole-transfer checksum covers every span in plan order, as the
 // receiver computes it, whatever order they were sent in.
+// pd with both pools in one device space (page_pool::can_copy_from): history spans go as
+// PAGE_SPAN, naming their source bytes, checksummed by the source pool's device XXH3; the state
+// spans (small, and in a slot the next request reuses at once) are still carried as STATE_WRITE.
+//
+// transport.kind = "nccl" is the same with `send_buffer` set: each history span is posted on the
+// buffer channel (before its frame) and announced by a PAGE_BUFFER instead of named.
+struct span_naming {
+    // Called once per source page, before the first PAGE_SPAN naming it, on the sender's thread
+    // (the source pool's owner): the caller takes a hold so that page is neither freed nor reused
+    // until the decode side released the request's spans (pd_holds.h).
+    std::function<void(cache::page_ref)> hold;
+    // nccl: posts the span's bytes (in the source pool's device space) to the decode peer.
+    std::function<status(const std::byte* src, int64_t bytes)> send_buffer = {};
+};
+
 class transfer_sender {
 public:
-    explicit transfer_sender(const prefill_job_msg& job) : job_(&job) {}
+    explicit transfer_sender(const prefill_job_msg& job, std::optional<span_naming> naming = std::nullopt)
+        : job_(&job), naming_(std::move(naming)) {}
     status send_complete_pages(const cache::page_pool& src, std::span<const int64_t> src_pages,
                                int64_t src_slot, int64_t computed_tokens, const emit_fn& emit);
     result<sent_transfer> finish(const cache::page_pool& src, std::span<const int64_t> src_pages,
@@ -59,7 +77,11 @@ public:
 private:
     status send(const cache::page_pool& src, std::span<const int64_t> src_pages, int64_t src_slot,
                 int64_t complete_pages, const emit_fn& emit);
+    status send_span(const cache::page_pool& src, const cache::transfer_span& s, int64_t src_page,
+                     size_t k, const emit_fn& emit);
     const prefill_job_msg* job_;
+    std::optional<span_naming> naming_;
+    std::unordered_set<uint64_t> held_;  // (page, epoch) of source pages already held
     std::vector<uint64_t> sums_;    // per plan span, once sent
     std::vector<uint8_t> sent_;
     int64_t sent_count_ = 0;
@@ -75,6 +97,16 @@ result<sent_transfer> send_transfer(const cache::page_pool& src, std::span<const
 // Verifies the checksum, then writes into the page only if (page, epoch) is current; a stale
 // target is rejected (counted by the pool) and nothing is copied. data_loss on a bad checksum.
 status apply_page_write(cache::page_pool& pool, const page_write_msg& w);
+// A PAGE_SPAN: the named source span must lie inside the named page's buffer of `source` (the pool
+// this side was given; anything else is refused as data_loss), the destination (page, epoch) must be
+// current; then a device-to-device copy, and the device XXH3 of the landed bytes must equal the
+// source's checksum (data_loss otherwise: the request fails, never decodes).
+status apply_page_span(cache::page_pool& pool, const cache::page_pool* source, const page_span_msg& w);
+// A PAGE_BUFFER: exactly one receive (into the page) or discard (a refused write) is posted on
+// `ch` for it, whatever happens — the channel matches by order — then flushed; the landed bytes'
+// device XXH3 (the channel's checksum_device) must equal the frame's checksum.
+status apply_page_buffer(cache::page_pool& pool, transport::buffer_channel& ch, transport::peer_id peer,
+                         int64_t flush_timeout_ms, const page_buffer_msg& w);
 status apply_state_write(cache::page_pool& pool, const state_write_msg& w);
 
 struct receive_stats {
@@ -82,6 +114,7 @@ struct receive_stats {
     int64_t stale_rejected = 0;
     int64_t checksum_failures = 0;  // a write's, or PREFILL_DONE's whole-transfer checksum
     int64_t unexpected = 0;  // a write the plan does not contain, or a duplicate
+    int64_t spans_copied = 0;  // PAGE_SPANs landed device to device (of writes_applied)
 };
 
 // ---- Decode side: one request ------------------------------------------------------------------
@@ -95,6 +128,10 @@ public:
 
     status apply(cache::page_pool& pool, const page_write_msg& w);
     status apply(cache::page_pool& pool, const state_write_msg& w);
+    status apply(cache::page_pool& pool, const page_span_msg& w, const cache::page_pool* source);
+    // Posts nothing on a write it refuses: the caller then discards the buffer (decode_link).
+    status apply(cache::page_pool& pool, const page_buffer_msg& w, transport::buffer_channel& ch,
+                 transport::peer_id peer, int64_t flush_timeout_ms, bool* consumed);
     // PREFILL_DONE: ok once every expected write arrived verified and the count and whole
     // checksum agree. Transports deliver in order, so a missing write here means it was dropped
     // (corrupt) and the request fails now rather than at its deadline.
@@ -115,6 +152,9 @@ private:
     status accept(cache::span_kind kind, int32_t index, int32_t target, uint64_t request_id,
                   int64_t bytes, int32_t* span_out);
     status record(int32_t span, uint64_t checksum, status applied);
+    // accept() for a history write, plus the epoch the table holds.
+    status accept_page(cache::page_pool& pool, cache::page_ref page, int32_t layer, cache::buffer_kind kind,
+                       uint64_t request_id, int64_t bytes, int32_t* span_out);
     status fail(status st);
 
     uint64_t request_id_;

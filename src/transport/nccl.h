@@ -23,6 +23,7 @@
 
 #include <memory>
 
+#include "transport/buffer_channel.h"
 #include "transport/transport.h"
 
 namespace tandem::transport {
@@ -34,19 +35,16 @@ struct nccl_options {
     bool initiator = false;  // true on the decode side: creates the NCCL id, is rank 0
 };
 
-class nccl_transport : public transport {
+// The buffer_channel (buffer_channel.h) over NCCL: bulk device bytes queued in posting order on
+// the peer's stream, each send meeting a receive of the same size on the other side, callable from
+// one thread per peer at a time; flush() waits for the stream and, on timeout or an NCCL error,
+// aborts the communicator (the peer is then no longer ready, and the error says why);
+// discard_buffer receives into a per-peer device scratch; checksum_device is the device XXH3
+// (cuda/kernels_checksum.cu), so nothing is read back to verify it.
+class nccl_transport : public transport, public buffer_channel {
 public:
     static result<std::unique_ptr<nccl_transport>> create(std::unique_ptr<transport> control,
                                                           nccl_options opt);
-    // Bulk device bytes, queued in posting order on the peer's stream; each send must meet a
-    // receive of the same size on the other side. Callable from one thread per peer at a time.
-    virtual status send_buffer(peer_id peer, const void* device_ptr, int64_t bytes) = 0;
-    virtual status recv_buffer(peer_id peer, void* device_ptr, int64_t bytes) = 0;
-    // Waits until everything posted for the peer completed. On timeout or an NCCL error the
-    // communicator is aborted, the peer is no longer ready, and the error says why.
-    virtual status flush(peer_id peer, int64_t timeout_ms) = 0;
-    // XXH3-64 of device bytes (copied to the host): the receiver's verification.
-    virtual result<uint64_t> checksum_device(const void* device_ptr, int64_t bytes) = 0;
 };
 
 }  // namespace tandem::transport

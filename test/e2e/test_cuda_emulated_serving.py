@@ -72,11 +72,16 @@ def test_single_on_the_emulated_device_equals_the_cpu(start_tandem, cpu_single):
     assert requests.get(t.url + "/health", timeout=10).status_code == 200
 
 
-@pytest.mark.parametrize("kind", ["inproc", "tcp"])
+@pytest.mark.parametrize("kind", ["inproc", "tcp", "nccl"])
 def test_pd_on_the_emulated_device_equals_the_cpu_single(start_tandem, cpu_single, kind):
-    """Both engines' pools on the (emulated) device: every page and state buffer is read out of
-    the prefill pool, checksummed, sent, verified, written into the decode pool and checked
-    again where it landed."""
+    """Both engines' pools on the (emulated) device. inproc (one process, one device): history
+    pages go device to device — named by PAGE_SPANs, hashed by the device XXH3 where they lie,
+    copied between the pools' arenas and hashed again where they landed — and the prefill holds
+    the named pages until the decode side released them. tcp: every span is read out of the
+    prefill pool, carried, written into the decode pool and checked there by the device XXH3.
+    nccl (one process only over the emulation): history bytes go over the buffer channel — a
+    loopback standing in for NCCL — announced by PAGE_BUFFER frames, held as for inproc, and
+    checked by the device XXH3 where they landed."""
     items = make_workload(seed=43, sessions=4, generates=8)
     want = cpu_single(items)
     t = start_tandem(*cache_args(), *EMULATED, *pd_args(kind))
@@ -91,7 +96,26 @@ def test_pd_on_the_emulated_device_equals_the_cpu_single(start_tandem, cpu_singl
     assert m("tandem_pd_transfer_bytes_total") > 0
     assert m("tandem_pd_transfers_total", result="failed") == 0
     assert m("tandem_pd_checksum_failures_total") == 0
+    copied = m("tandem_pd_spans_copied_total") - before("tandem_pd_spans_copied_total")
+    if kind in ("inproc", "nccl"):
+        assert copied >= ok, "history pages should have gone device to device / over the channel"
+        assert m("tandem_pd_span_bytes_copied_total") > 0
+        assert m("tandem_pd_spans_named_total") == m("tandem_pd_spans_copied_total")
+    else:
+        assert copied == 0 and m("tandem_pd_spans_named_total") == 0
     assert_idle_without_leaks(t)
+    # Every hold was released by the decode side (none by the lease).
+    assert settled_holds(t) == 0
+    assert scrape(t)("tandem_pd_span_holds_expired_total") == 0
+
+
+def settled_holds(t, timeout=10):
+    deadline = time.time() + timeout
+    while True:
+        held = scrape(t)("tandem_pd_held_source_pages")
+        if held == 0 or time.time() > deadline:
+            return held
+        time.sleep(0.05)
 
 
 def test_pd_on_the_emulated_device_fails_clearly_under_corruption(start_tandem, cpu_single):

@@ -277,5 +277,18 @@ TEST_CASE("pd deployment: topology and transport combinations are checked at sta
     c.transport.kind = "nccl";
     st = topo::validate_topology(c);
     REQUIRE_FALSE(st.is_ok());
-    CHECK(st.message().find("nccl") != std::string::npos);
+    CHECK(st.message().find("backend.device = \"cuda\"") != std::string::npos);  // the CPU backend: no GPU pools
+    c.backend.device = "cuda";
+    st = topo::validate_topology(c);  // one process on a GPU: inproc already copies device to device
+    REQUIRE_FALSE(st.is_ok());
+    CHECK(st.message().find("transport.kind = \"inproc\"") != std::string::npos);
+    c.backend.test_emulate_device = true;  // CI's one-process nccl over the emulation
+    CHECK(topo::validate_topology(c).is_ok());
+    c.backend.test_emulate_device = false;
+    c.topology.role = "prefill";  // two processes: frames over tcp, bytes over NCCL
+    CHECK(topo::validate_topology(c).is_ok());
+    c.transport.nccl_device = 1;  // the pool is on GPU 0 of the process
+    st = topo::validate_topology(c);
+    REQUIRE_FALSE(st.is_ok());
+    CHECK(st.message().find("CUDA_VISIBLE_DEVICES") != std::string::npos);
 }
