@@ -5,6 +5,10 @@
 // and (page, epoch) before it lands; PREFILL_DONE's count and whole checksum checked), transfer
 // deadlines, and the quarantine of aborted transfers' pages until ABORT_ACK or the lease
 // (invariants 2–4). The scheduler still owns the request and its sequence otherwise.
+// Spans that do not travel in frames — PAGE_SPAN (pd on one device: copied from the prefill's
+// pool) and PAGE_BUFFER (nccl: received on the buffer channel, one receive or discard per frame)
+// — are verified where they landed; once no further such span of a job will be taken (done,
+// failed, aborted) SPANS_RELEASED tells the prefill side to drop its holds on the source pages.
 //
 // Threading: transport handlers (any transport thread) only queue the message and wake the
 // scheduler; everything that touches the pool runs in poll()/start()/release() on the scheduler

@@ -8,7 +8,9 @@
 // (page, epoch)), then PREFILL_DONE with the token and its logprobs. Every write of a job is
 // sent before its final event, so once the final event has run no write can follow: ABORT_ACK is
 // sent from there (or at once for a job already finished), which is what lets the decode side
-// reuse the pages (invariant 2).
+// reuse the pages (invariant 2). When the decode side can reach this pool's device (pd on one
+// device) or a buffer channel joins them (nccl), history pages go as PAGE_SPAN / PAGE_BUFFER
+// instead, and the named source pages are held (pd_holds.h) until SPANS_RELEASED or a lost link.
 //
 // Threading: job/abort handlers run on the transport thread and only submit/abort on the
 // scheduler; the state is read and sent on the scheduler thread. metrics() from any thread.

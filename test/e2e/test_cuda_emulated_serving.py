@@ -140,13 +140,15 @@ def test_pd_on_the_emulated_device_fails_clearly_under_corruption(start_tandem, 
     assert_idle_without_leaks(t)
 
 
-def test_corruption_landed_in_a_device_pool_is_caught_by_the_canary(start_tandem):
+@pytest.mark.parametrize("kind, length", [("window", 20), ("compressed_kv", 300)])
+def test_corruption_landed_in_a_device_pool_is_caught_by_the_canary(start_tandem, kind, length):
     """The drill that flips bits in landed state after its checksums verified reaches a device
     pool only through its reader/writer; shadow verification (recomputing on the device
-    executor) counts every request at path pd_transfer."""
+    executor) counts every request at path pd_transfer. window: a STATE_WRITE; compressed_kv:
+    history that came device to device as PAGE_SPANs (prompts past a whole page)."""
     t = start_tandem(*cache_args(), *EMULATED, *pd_args("inproc"), *CHECK_ALL,
-                     "--set", "verify.fault_corrupt_kind=window")
-    prompts = [[0] + [100 + 7 * i + j for j in range(20 + 9 * i)] for i in range(2)]
+                     "--set", f"verify.fault_corrupt_kind={kind}")
+    prompts = [[0] + [100 + 7 * i + j for j in range(length + 9 * i)] for i in range(2)]
     for p in prompts:
         r = requests.post(t.url + "/generate", timeout=120, json={
             "input_ids": p, "sampling_params": {"max_tokens": 6, "temperature": 0,
@@ -156,6 +158,8 @@ def test_corruption_landed_in_a_device_pool_is_caught_by_the_canary(start_tandem
     assert m("tandem_verify_divergences_total", path="pd_transfer") == len(prompts)
     assert m("tandem_verify_divergences_total", path="plain") == 0
     assert m("tandem_pd_checksum_failures_total") == 0
+    if kind == "compressed_kv":
+        assert m("tandem_pd_spans_copied_total") > 0
 
 
 def test_prefix_cache_and_host_tier_on_the_emulated_device(start_tandem):
