@@ -479,9 +479,10 @@ TANDEM_AVX512 void micro512(const weight_matrix& w, const float* xp, const float
 // the software look-ahead alone keeps only the core's ~16 line-fill buffers busy, which held the
 // small-M expert GEMMs to ~9 GB/s per core. (A tensor need not start on a page boundary; its
 // rows then straddle two pages, each still read in ascending order.) Measured on this VM's
-// Xeon, one thread, `small`'s expert shapes as grouped 4-row bf16 linears over 1 GB (a
-// throw-away bench): 8.5–9.1 → 11.0 GB/s (w2, 512 B rows: 7.8–8.4 → 10.4–10.7); `small`'s
-// batch-16 decode +5% ("Model benchmark" in README). Results are per output: no bit changes.
+// Xeon, `small`'s expert shapes as grouped 4-row bf16 linears over 1 GB (bench_moe_stream):
+// two threads 15.8–16.3 → 19.6–19.9 GB/s; one thread 8.5–9.1 → 11.0 (w2, 512 B rows: 7.8–8.4
+// → 10.4–10.7); `small`'s batch-16 decode +4–10% ("Model benchmark" in README). Results are
+// per output: no bit changes.
 template <class D, int P, int O>
 TANDEM_AVX512 void pairs_across_outputs(const float* xp, const float* x, int64_t xs, int64_t rows, int64_t p0,
                                         const weight_matrix& w, int64_t o0, int64_t o1, float* y, int64_t ys) {
