@@ -135,7 +135,8 @@ TANDEM_AVX2_INLINE float factor_of(const weight_matrix& w, const uint8_t* srow, 
 
 // R rows × O outputs: rows x[r] (stride xs), outputs o[0..O) (view rows), results out[r·O + j].
 template <class D, int R, int O>
-TANDEM_AVX2 void micro(const weight_matrix& w, const float* x, int64_t xs, const int64_t* o, float* out) {
+TANDEM_AVX2 void micro(const weight_matrix& w, const float* x, int64_t xs, const int64_t* o, float* out,
+                       int64_t span = O) {
     const int64_t K = w.cols, K8 = K & ~int64_t{7};
     const int64_t block = D::scaled ? (w.form == weight_form::fp4_e2m1 ? 32 : w.block_cols) : (K8 > 0 ? K8 : 8);
     const uint8_t* row[O];
@@ -144,7 +145,7 @@ TANDEM_AVX2 void micro(const weight_matrix& w, const float* x, int64_t xs, const
         row[j] = w.row_ptr(o[j]);
         if constexpr (D::scaled) srow[j] = scale_row(w, o[j]);
     }
-    const int64_t ahead = prefetch_ahead(w, O);  // see the prefetch note
+    const int64_t ahead = prefetch_ahead(w, span);  // see the prefetch note; span: as in rows_block
     __m256 acc[R][O];
     for (int r = 0; r < R; ++r)
         for (int j = 0; j < O; ++j) acc[r][j] = _mm256_setzero_ps();
@@ -182,7 +183,8 @@ TANDEM_AVX2 void micro(const weight_matrix& w, const float* x, int64_t xs, const
 // per R fmas. A separate function, not a branch inside micro: GCC then keeps micro's
 // accumulators in registers (with both loop orders in one body it spilled them every step).
 template <class D, int R, int O>
-TANDEM_AVX2 void micro_wfirst(const weight_matrix& w, const float* x, int64_t xs, const int64_t* o, float* out) {
+TANDEM_AVX2 void micro_wfirst(const weight_matrix& w, const float* x, int64_t xs, const int64_t* o, float* out,
+                              int64_t span = O) {
     const int64_t K = w.cols, K8 = K & ~int64_t{7};
     const int64_t block = D::scaled ? (w.form == weight_form::fp4_e2m1 ? 32 : w.block_cols) : (K8 > 0 ? K8 : 8);
     const uint8_t* row[O];
@@ -191,7 +193,7 @@ TANDEM_AVX2 void micro_wfirst(const weight_matrix& w, const float* x, int64_t xs
         row[j] = w.row_ptr(o[j]);
         if constexpr (D::scaled) srow[j] = scale_row(w, o[j]);
     }
-    const int64_t ahead = prefetch_ahead(w, O);
+    const int64_t ahead = prefetch_ahead(w, span);
     __m256 acc[R][O];
     for (int r = 0; r < R; ++r)
         for (int j = 0; j < O; ++j) acc[r][j] = _mm256_setzero_ps();
@@ -226,23 +228,34 @@ TANDEM_AVX2 void micro_wfirst(const weight_matrix& w, const float* x, int64_t xs
         }
 }
 
-// Rows in groups of R, outputs in groups of O.
+// Rows in groups of R, outputs in groups of O; span: the outputs the O rows stride over (O when
+// consecutive), which sets the look-ahead distance.
 template <class D, int R, int O>
 TANDEM_AVX2 void rows_block(const float* x, int64_t xs, int64_t r0, const weight_matrix& w, const int64_t* o,
-                            float* y, int64_t ys, int64_t o_base) {
+                            float* y, int64_t ys, int64_t o_base, int64_t span = O) {
     float out[R * O];
-    if constexpr (R >= 4) micro_wfirst<D, R, O>(w, x + r0 * xs, xs, o, out);
-    else micro<D, R, O>(w, x + r0 * xs, xs, o, out);
+    if constexpr (R >= 4) micro_wfirst<D, R, O>(w, x + r0 * xs, xs, o, out, span);
+    else micro<D, R, O>(w, x + r0 * xs, xs, o, out, span);
     for (int r = 0; r < R; ++r)
         for (int j = 0; j < O; ++j) y[(r0 + r) * ys + (o[j] - o_base)] = out[r * O + j];
 }
 
-// Outputs [o0, o1) in groups of O (then singly) for R rows starting at r.
+// Outputs [o0, o1) in groups of O (then singly) for R rows starting at r. With 2+ rows, rows
+// shorter than a page are grouped one per page, as the AVX-512 tile does (see
+// pairs_across_outputs there for why); one row (GEMV) keeps consecutive groups.
 template <class D, int R, int O>
 TANDEM_AVX2 void across_outputs(const float* x, int64_t xs, int64_t r, const weight_matrix& w, int64_t o0, int64_t o1,
                                 float* y, int64_t ys) {
     int64_t idx[O];
     int64_t o = o0;
+    if constexpr (R >= 2) {
+        const int64_t row_bytes = w.row_bytes(), s = row_bytes > 0 && row_bytes < 4096 ? 4096 / row_bytes : 1;
+        for (; s > 1 && o + O * s <= o1; o += O * s)
+            for (int64_t c = 0; c < s; ++c) {
+                for (int j = 0; j < O; ++j) idx[j] = o + c + s * j;
+                rows_block<D, R, O>(x, xs, r, w, idx, y, ys, o0, O * s);
+            }
+    }
     for (; o + O <= o1; o += O) {
         for (int j = 0; j < O; ++j) idx[j] = o + j;
         rows_block<D, R, O>(x, xs, r, w, idx, y, ys, o0);

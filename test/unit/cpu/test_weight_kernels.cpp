@@ -217,13 +217,16 @@ TEST_CASE("cpu weights: stored forms match their fp32 expansion bitwise, any bat
     }
 }
 
-TEST_CASE("cpu weights: the AVX-512 tile's page-strided output groups give the scalar bits, any block") {
+TEST_CASE("cpu weights: the SIMD tiles' page-strided output groups give the scalar bits, any block") {
     // Rows shorter than 4 KB are read in groups of outputs one page apart (kernels_avx2.cpp,
-    // pairs_across_outputs): blocks that start mid-matrix, hold several such groups and end in
-    // a remainder must still write every output once, at its own place, with the scalar bits.
-    if (!avx512_cpu()) return;
+    // pairs_across_outputs and across_outputs, 2+ rows): blocks that start mid-matrix, hold
+    // several such groups and end in a remainder must still write every output once, at its own
+    // place, with the scalar bits. AVX2 wherever this build has it, AVX-512 where the CPU has it.
     const auto& scalar = detail::scalar_kernels();
-    const auto* avx512 = detail::avx512_kernels();
+    std::vector<const detail::kernel_table*> tiles;
+    if (detail::avx2_kernels()) tiles.push_back(detail::avx2_kernels());
+    if (avx512_cpu()) tiles.push_back(detail::avx512_kernels());
+    if (tiles.empty()) return;
     struct form_case {
         weight_form form;
         scale_form scale;
@@ -240,16 +243,18 @@ TEST_CASE("cpu weights: the AVX-512 tile's page-strided output groups give the s
         for (int64_t rows : {2, 3, 4, 5, 8, 11}) {
             std::vector<float> x(static_cast<size_t>(rows * cols));
             for (auto& v : x) v = nd(rng);
-            for (auto [o0, o1] : {std::pair<int64_t, int64_t>{0, out}, {13, 611}, {192, 384}}) {
-                CAPTURE(weight_form_name(fc.form));
-                CAPTURE(rows);
-                CAPTURE(o0);
-                const int64_t ys = o1 - o0 + 5;  // a sentinel gap after each row's outputs
-                std::vector<float> want(static_cast<size_t>(rows * ys), -7.0f), got(want.size(), -7.0f);
-                scalar.tile(x.data(), cols, rows, s.m, o0, o1, want.data(), ys);
-                avx512->tile(x.data(), cols, rows, s.m, o0, o1, got.data(), ys);
-                CHECK(same_bits(got.data(), want.data(), got.size()));
-            }
+            for (auto [o0, o1] : {std::pair<int64_t, int64_t>{0, out}, {13, 611}, {192, 384}})
+                for (const detail::kernel_table* t : tiles) {
+                    CAPTURE(t->name);
+                    CAPTURE(weight_form_name(fc.form));
+                    CAPTURE(rows);
+                    CAPTURE(o0);
+                    const int64_t ys = o1 - o0 + 5;  // a sentinel gap after each row's outputs
+                    std::vector<float> want(static_cast<size_t>(rows * ys), -7.0f), got(want.size(), -7.0f);
+                    scalar.tile(x.data(), cols, rows, s.m, o0, o1, want.data(), ys);
+                    t->tile(x.data(), cols, rows, s.m, o0, o1, got.data(), ys);
+                    CHECK(same_bits(got.data(), want.data(), got.size()));
+                }
         }
     }
 }
