@@ -240,22 +240,21 @@ TANDEM_AVX2 void rows_block(const float* x, int64_t xs, int64_t r0, const weight
         for (int j = 0; j < O; ++j) y[(r0 + r) * ys + (o[j] - o_base)] = out[r * O + j];
 }
 
-// Outputs [o0, o1) in groups of O (then singly) for R rows starting at r. With 2+ rows, rows
-// shorter than a page are grouped one per page, as the AVX-512 tile does (see
-// pairs_across_outputs there for why); one row (GEMV) keeps consecutive groups.
+// Outputs [o0, o1) in groups of O (then singly) for R rows starting at r. Rows shorter than a
+// page are grouped one per page, as the AVX-512 tile does (see pairs_across_outputs there for
+// why). The GEMV (one row) gains most: `small`'s batch-1 decode on this VM's Xeon 120 → 139–140
+// tok/s, 0.83–0.89 → 1.05 of the read bandwidth (README "CPU kernels").
 template <class D, int R, int O>
 TANDEM_AVX2 void across_outputs(const float* x, int64_t xs, int64_t r, const weight_matrix& w, int64_t o0, int64_t o1,
                                 float* y, int64_t ys) {
     int64_t idx[O];
     int64_t o = o0;
-    if constexpr (R >= 2) {
-        const int64_t row_bytes = w.row_bytes(), s = row_bytes > 0 && row_bytes < 4096 ? 4096 / row_bytes : 1;
-        for (; s > 1 && o + O * s <= o1; o += O * s)
-            for (int64_t c = 0; c < s; ++c) {
-                for (int j = 0; j < O; ++j) idx[j] = o + c + s * j;
-                rows_block<D, R, O>(x, xs, r, w, idx, y, ys, o0, O * s);
-            }
-    }
+    const int64_t row_bytes = w.row_bytes(), s = row_bytes > 0 && row_bytes < 4096 ? 4096 / row_bytes : 1;
+    for (; s > 1 && o + O * s <= o1; o += O * s)
+        for (int64_t c = 0; c < s; ++c) {
+            for (int j = 0; j < O; ++j) idx[j] = o + c + s * j;
+            rows_block<D, R, O>(x, xs, r, w, idx, y, ys, o0, O * s);
+        }
     for (; o + O <= o1; o += O) {
         for (int j = 0; j < O; ++j) idx[j] = o + j;
         rows_block<D, R, O>(x, xs, r, w, idx, y, ys, o0);

@@ -219,7 +219,7 @@ TEST_CASE("cpu weights: stored forms match their fp32 expansion bitwise, any bat
 
 TEST_CASE("cpu weights: the SIMD tiles' page-strided output groups give the scalar bits, any block") {
     // Rows shorter than 4 KB are read in groups of outputs one page apart (kernels_avx2.cpp,
-    // pairs_across_outputs and across_outputs, 2+ rows): blocks that start mid-matrix, hold
+    // pairs_across_outputs and across_outputs, the GEMV too): blocks that start mid-matrix, hold
     // several such groups and end in a remainder must still write every output once, at its own
     // place, with the scalar bits. AVX2 wherever this build has it, AVX-512 where the CPU has it.
     const auto& scalar = detail::scalar_kernels();
@@ -240,7 +240,7 @@ TEST_CASE("cpu weights: the SIMD tiles' page-strided output groups give the scal
     const int64_t out = 700, cols = 256;  // row bytes 1 KB (f32) down to 128 B (fp4): 4–32 rows a page
     for (const auto& fc : cases) {
         stored s = make_stored(fc.form, fc.scale, out, cols, fc.block, 77);
-        for (int64_t rows : {2, 3, 4, 5, 8, 11}) {
+        for (int64_t rows : {1, 2, 3, 4, 5, 8, 11}) {
             std::vector<float> x(static_cast<size_t>(rows * cols));
             for (auto& v : x) v = nd(rng);
             for (auto [o0, o1] : {std::pair<int64_t, int64_t>{0, out}, {13, 611}, {192, 384}})
