@@ -488,8 +488,8 @@ TANDEM_AVX512 void micro512(const weight_matrix& w, const float* xp, const float
 // on, so after s groups O whole pages were read, each from its first byte to its last. Why: with
 // O consecutive rows a page held 2–8 of the group's O interleaved row streams, and the L2
 // streamer (which follows ascending accesses within a page) found no stream to run ahead on;
-// the software look-ahead alone keeps only the core's ~16 line-fill buffers busy, which held the
-// small-M expert GEMMs to ~9 GB/s per core. (A tensor need not start on a page boundary; its
+// the software look-ahead alone (presumably bounded by the core's ~16 line-fill buffers: the
+// hardware counters were not read) held the small-M expert GEMMs to ~9 GB/s per core. (A tensor need not start on a page boundary; its
 // rows then straddle two pages, each still read in ascending order.) Measured on this VM's
 // Xeon, `small`'s expert shapes as grouped 4-row bf16 linears over 1 GB (bench_moe_stream):
 // two threads 15.8–16.3 → 19.6–19.9 GB/s; one thread 8.5–9.1 → 11.0 (w2, 512 B rows: 7.8–8.4
