@@ -96,22 +96,21 @@ void put(wire_writer& w, const prefill_job_msg& m) {
     w.u32(m.slot.epoch);
     w.i64(m.deadline_ms);
 }
-void put(wire_writer& w, const page_write_msg& m) {
+// PAGE_WRITE, PAGE_SPAN and PAGE_BUFFER open with the same destination header.
+template <typename M> void put_page_head(wire_writer& w, const M& m) {
     w.u64(m.request_id);
     w.i32(m.page.page);
     w.u32(m.page.epoch);
     w.i32(m.layer);
     w.u8(static_cast<uint8_t>(m.kind));
     w.u64(m.checksum);
+}
+void put(wire_writer& w, const page_write_msg& m) {
+    put_page_head(w, m);
     w.bytes(m.data);
 }
 void put(wire_writer& w, const page_span_msg& m) {
-    w.u64(m.request_id);
-    w.i32(m.page.page);
-    w.u32(m.page.epoch);
-    w.i32(m.layer);
-    w.u8(static_cast<uint8_t>(m.kind));
-    w.u64(m.checksum);
+    put_page_head(w, m);
     w.u64(m.src_pool);
     w.i32(m.src_page.page);
     w.u32(m.src_page.epoch);
@@ -120,12 +119,7 @@ void put(wire_writer& w, const page_span_msg& m) {
 }
 void put(wire_writer& w, const spans_released_msg& m) { w.u64(m.request_id); }
 void put(wire_writer& w, const page_buffer_msg& m) {
-    w.u64(m.request_id);
-    w.i32(m.page.page);
-    w.u32(m.page.epoch);
-    w.i32(m.layer);
-    w.u8(static_cast<uint8_t>(m.kind));
-    w.u64(m.checksum);
+    put_page_head(w, m);
     w.i64(m.bytes);
 }
 void put(wire_writer& w, const state_write_msg& m) {
@@ -261,7 +255,8 @@ bool get(wire_reader& r, prefill_job_msg& m) {
     m.deadline_ms = r.i64();
     return ok && !m.token_ids.empty() && m.slot.slot >= 0 && m.deadline_ms > 0;
 }
-bool get(wire_reader& r, page_write_msg& m) {
+// The destination header put_page_head writes; false when it names no valid page, layer or kind.
+template <typename M> bool get_page_head(wire_reader& r, M& m) {
     m.request_id = r.u64();
     m.page.page = r.i32();
     m.page.epoch = r.u32();
@@ -269,39 +264,29 @@ bool get(wire_reader& r, page_write_msg& m) {
     const uint8_t kind = r.u8();
     m.kind = static_cast<cache::buffer_kind>(kind);
     m.checksum = r.u64();
-    auto d = r.bytes(SIZE_MAX);
-    m.data.assign(d.begin(), d.end());
     return m.page.page >= 0 && m.layer >= 0 && kind < cache::k_buffer_kinds;
 }
+bool get(wire_reader& r, page_write_msg& m) {
+    const bool ok = get_page_head(r, m);
+    auto d = r.bytes(SIZE_MAX);
+    m.data.assign(d.begin(), d.end());
+    return ok;
+}
 bool get(wire_reader& r, page_span_msg& m) {
-    m.request_id = r.u64();
-    m.page.page = r.i32();
-    m.page.epoch = r.u32();
-    m.layer = r.i32();
-    const uint8_t kind = r.u8();
-    m.kind = static_cast<cache::buffer_kind>(kind);
-    m.checksum = r.u64();
+    const bool ok = get_page_head(r, m);
     m.src_pool = r.u64();
     m.src_page.page = r.i32();
     m.src_page.epoch = r.u32();
     m.src_offset = r.i64();
     m.bytes = r.i64();
-    return m.page.page >= 0 && m.layer >= 0 && kind < cache::k_buffer_kinds && m.src_page.page >= 0 &&
-           m.src_offset >= 0 && m.bytes >= 0;
+    return ok && m.src_page.page >= 0 && m.src_offset >= 0 && m.bytes >= 0;
 }
 bool get(wire_reader& r, spans_released_msg& m) { m.request_id = r.u64(); return true; }
 bool get(wire_reader& r, page_buffer_msg& m) {
-    m.request_id = r.u64();
-    m.page.page = r.i32();
-    m.page.epoch = r.u32();
-    m.layer = r.i32();
-    const uint8_t kind = r.u8();
-    m.kind = static_cast<cache::buffer_kind>(kind);
-    m.checksum = r.u64();
+    const bool ok = get_page_head(r, m);
     m.bytes = r.i64();
     // A size no page buffer could have would desynchronise the channel: refuse it here.
-    return m.page.page >= 0 && m.layer >= 0 && kind < cache::k_buffer_kinds && m.bytes >= 0 &&
-           m.bytes <= (int64_t{1} << 40);
+    return ok && m.bytes >= 0 && m.bytes <= (int64_t{1} << 40);
 }
 bool get(wire_reader& r, state_write_msg& m) {
     m.request_id = r.u64();

@@ -127,28 +127,27 @@ status transfer_sender::send_span(const cache::page_pool& src, const cache::tran
     sums_[k] = *sum;
     sent_[k] = 1;
     ++sent_count_;
+    // The destination header both frames share (PAGE_WRITE's fields but the bytes).
+    const auto head = [&](auto& m) {
+        m.request_id = job_->request_id;
+        m.page = s.dst_page;
+        m.layer = s.layer;
+        m.kind = src.layout().buffers()[s.index].kind;
+        m.checksum = *sum;
+        m.bytes = s.bytes;
+    };
     if (naming_->send_buffer) {
         if (status posted = naming_->send_buffer(src.arena() + s.src_offset, s.bytes); !posted)
             return posted.with_context(fmt::format("request {}: posting a span on the buffer channel", job_->request_id));
         page_buffer_msg b;
-        b.request_id = job_->request_id;
-        b.page = s.dst_page;
-        b.layer = s.layer;
-        b.kind = src.layout().buffers()[s.index].kind;
-        b.checksum = *sum;
-        b.bytes = s.bytes;
+        head(b);
         return emit(std::move(b));
     }
     page_span_msg w;
-    w.request_id = job_->request_id;
-    w.page = s.dst_page;
-    w.layer = s.layer;
-    w.kind = src.layout().buffers()[s.index].kind;
-    w.checksum = *sum;
+    head(w);
     w.src_pool = src.id();
     w.src_page = page;
     w.src_offset = s.src_offset;
-    w.bytes = s.bytes;
     return emit(std::move(w));
 }
 
