@@ -1,18 +1,17 @@
-// cpu/gemv_avx512.cpp — one row (a decode step's GEMV) against FP4 e2m1 or FP8 e4m3 weights,
-// AVX-512F.
+// cpu/few_rows_avx512.cpp — one to three rows (a decode step's GEMV; the 2-3 rows a batched step
+// routes to one expert) against FP4 e2m1 or FP8 e4m3 weights, AVX-512F.
 //
 // Why: with AVX2 each 8 quantized weights cost five or six vector operations before their fma
 // (FP4: a broadcast, a variable shift, a permute, three sign operations; FP8: a widening, a shift,
 // a mask, an fp16 widening, the scale), and the FP4 / FP8 GEMVs ran at ~0.4 / ~0.65 of the read
 // bandwidth — what bounds `flash-slice`'s batch-1 decode (FP4 experts, FP8 attention). A zmm holds
 // two outputs: lanes 0-7 output j, lanes 8-15 output j+1, both at columns k..k+7, so one decode
-// serves 16 weights. FP4: the two 32-bit words broadcast into their halves, one variable shift,
-// one ternary-logic op (the nibble, plus the table-select bit in the upper half) and one
-// two-table permute (vpermt2ps) over 16-entry tables of SIGNED values · scale. FP8: the two
-// 8-byte groups in one xmm, one widening to 16 words, the fp16 placement (shift, mask), one
-// widening to 16 floats, one multiply by the two scales.
+// serves 16 weights (cpu/pair_decoders_avx512.h), and every row of the call fmas the same decoded
+// register: two rows cost one decode, not two (the two-rows-per-register tile decoded each output
+// once per row pair, with AVX2's decoders: 2-row FP4 / FP8 linears streamed at 3.5 / 6.7 GB/s
+// against the GEMV's 8-10 / 14, and now at 6.2 / 15).
 //
-// Order: each half is exactly the ymm accumulator of the AVX2 1-row kernel for its output — the
+// Order: each half is exactly the ymm accumulator of the AVX2 kernels for its (row, output) — the
 // same fma per lane over k ≡ l (mod 8) in ascending k, the same hsum, the same scalar tail — and
 // each decoded weight is bitwise what the AVX2 decoders form (FP4: ±(magnitude · scale); FP8: the
 // fp16 value · 2^-8 times scale · 2^8). So the bits are those of every other path (unit-tested
@@ -29,6 +28,8 @@
 #define TANDEM_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define TANDEM_AVX512_INLINE __attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) inline
 
+#include "cpu/pair_decoders_avx512.h"
+
 namespace tandem::cpu::detail {
 
 // GCC 12 flags the undefined upper half of _mm512_castps256_ps512 (as in kernels_avx2.cpp).
@@ -37,89 +38,25 @@ namespace tandem::cpu::detail {
 
 namespace {
 
-// kernels_avx2.cpp's hsum: (l, l+4), (l, l+2), (0, 1).
-TANDEM_AVX512_INLINE float hsum8(__m256 v) {
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
+using namespace pair512;
 
-// The scale of column k in a row whose scales start at srow, and where a view row's scales start.
-TANDEM_AVX512_INLINE float scale_at(const weight_matrix& w, const uint8_t* srow, int64_t k) {
-    if (w.scale == scale_form::e8m0) return decode_e8m0(srow[scale_col_of(w, k)]);
-    float s;
-    __builtin_memcpy(&s, srow + 4 * scale_col_of(w, k), 4);
-    return s;
-}
-TANDEM_AVX512_INLINE const uint8_t* scale_row_of(const weight_matrix& w, int64_t r) {
-    return w.scales + ((w.row0 + r) / w.block_rows) * w.scale_cols * (w.scale == scale_form::f32 ? 4 : 1);
-}
-
-// FP4: state = the two outputs' tables of the 16 signed e2m1 values · scale (entry c = value(c & 7)
-// · scale, negated for c ≥ 8); one scale group is 32 columns; a 64-byte line holds 128 columns.
-struct fp4_pair {
-    static constexpr int64_t line_mask = 127;
-    struct state {
-        __m512 a, b;
-    };
-    TANDEM_AVX512_INLINE static int64_t group(const weight_matrix&) { return 32; }
-    TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return k / 2; }
-    TANDEM_AVX512_INLINE static state prepare(float sa, float sb) {
-        const __m512 values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
-                                             -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-        return {_mm512_mul_ps(values, _mm512_set1_ps(sa)), _mm512_mul_ps(values, _mm512_set1_ps(sb))};
-    }
-    TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state& st) {
-        const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-        const __m512i upper = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
-        int32_t wa, wb;
-        __builtin_memcpy(&wa, ra + k / 2, 4);
-        __builtin_memcpy(&wb, rb + k / 2, 4);
-        const __m512i words = _mm512_mask_set1_epi32(_mm512_set1_epi32(wa), 0xff00, wb);
-        // (nibble of the lane) | (16 in the upper half): 0xEA = (A & B) | C.
-        const __m512i idx =
-            _mm512_ternarylogic_epi32(_mm512_srlv_epi32(words, shifts), _mm512_set1_epi32(15), upper, 0xEA);
-        return _mm512_permutex2var_ps(st.a, idx, st.b);
-    }
-};
-
-// FP8: state = scale · 2^8 of output a in lanes 0-7, of output b in 8-15 (kernels_avx2.cpp's
-// e4m3_decoder: a sign-extended byte << 7, bit 14 cleared, is the value · 2^-8 as fp16).
-struct fp8_pair {
-    static constexpr int64_t line_mask = 63;
-    struct state {
-        __m512 f;
-    };
-    TANDEM_AVX512_INLINE static int64_t group(const weight_matrix& w) { return w.block_cols; }
-    TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return k; }
-    TANDEM_AVX512_INLINE static state prepare(float sa, float sb) {
-        return {_mm512_mask_mov_ps(_mm512_set1_ps(sa * 256.0f), 0xff00, _mm512_set1_ps(sb * 256.0f))};
-    }
-    TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state& st) {
-        const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(ra + k));
-        const __m128i both = _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(lo), reinterpret_cast<const double*>(rb + k)));
-        __m256i h = _mm256_cvtepi8_epi16(both);
-        h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16(static_cast<short>(0xbfff)));
-        return _mm512_mul_ps(st.f, _mm512_cvtph_ps(h));
-    }
-};
-
-// Outputs a[p], b[p] for p < P (b[p] may equal a[p]: its result is then dropped by the caller).
-template <class D, int P>
-TANDEM_AVX512 void pairs(const float* x, const weight_matrix& w, const int64_t* a, const int64_t* b, float* out_a,
-                         float* out_b) {
-    const int64_t K = w.cols, K8 = K & ~int64_t{7}, block = D::group(w);
+// R rows (x[r·xs + k]) × outputs a[p], b[p] for p < P (b[p] may equal a[p]: its result is then
+// dropped by the caller); results out[(r·P + p)·2 + 0/1].
+template <class D, int R, int P>
+TANDEM_AVX512 void pairs(const float* x, int64_t xs, const weight_matrix& w, const int64_t* a, const int64_t* b,
+                         float* out) {
+    const int64_t K = w.cols, K8 = K & ~int64_t{7}, block = group_of<D>(w, K8);
     // Prefetch as kernels_avx2.cpp's prefetch_ahead: the same offset of rows ≥ 16 KB ahead.
     const int64_t span = 2 * P * w.row_bytes();
     const int64_t ahead = span >= (16 << 10) || span <= 0 ? span : ((16 << 10) + span - 1) / span * span;
     const uint8_t *ra[P], *rb[P], *sa[P], *sb[P];
-    __m512 acc[P];
+    __m512 acc[R][P];
     for (int p = 0; p < P; ++p) {
         ra[p] = w.row_ptr(a[p]);
         rb[p] = w.row_ptr(b[p]);
         sa[p] = scale_row_of(w, a[p]);
         sb[p] = scale_row_of(w, b[p]);
-        acc[p] = _mm512_setzero_ps();
+        for (int r = 0; r < R; ++r) acc[r][p] = _mm512_setzero_ps();
     }
     for (int64_t kb = 0; kb < K8; kb += block) {
         const int64_t ke = kb + block < K8 ? kb + block : K8;
@@ -131,48 +68,67 @@ TANDEM_AVX512 void pairs(const float* x, const weight_matrix& w, const int64_t* 
                     _mm_prefetch(reinterpret_cast<const char*>(ra[p]) + D::line_offset(k) + ahead, _MM_HINT_T2);
                     _mm_prefetch(reinterpret_cast<const char*>(rb[p]) + D::line_offset(k) + ahead, _MM_HINT_T2);
                 }
-            const __m512 x8 = _mm512_castps256_ps512(_mm256_loadu_ps(x + k));
-            const __m512 xx = _mm512_shuffle_f32x4(x8, x8, 0x44);  // x[k..k+7] in both halves
-            for (int p = 0; p < P; ++p) acc[p] = _mm512_fmadd_ps(xx, D::load16(ra[p], rb[p], k, st[p]), acc[p]);
+            __m512 xx[R];  // x[k..k+7] of each row in both halves
+            for (int r = 0; r < R; ++r)
+                xx[r] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(x + r * xs + k))));
+            for (int p = 0; p < P; ++p) {
+                const __m512 wv = D::load16(ra[p], rb[p], k, st[p]);
+                for (int r = 0; r < R; ++r) acc[r][p] = _mm512_fmadd_ps(xx[r], wv, acc[r][p]);
+            }
         }
     }
-    for (int p = 0; p < P; ++p) {
-        float ya = hsum8(_mm512_castps512_ps256(acc[p]));
-        float yb = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
-        for (int64_t k = K8; k < K; ++k) {
-            ya = __builtin_fmaf(x[k], w.at(a[p], k), ya);
-            yb = __builtin_fmaf(x[k], w.at(b[p], k), yb);
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < P; ++p) {
+            float ya = hsum8(low_half(acc[r][p])), yb = hsum8(high_half(acc[r][p]));
+            for (int64_t k = K8; k < K; ++k) {
+                ya = __builtin_fmaf(x[r * xs + k], w.at(a[p], k), ya);
+                yb = __builtin_fmaf(x[r * xs + k], w.at(b[p], k), yb);
+            }
+            out[(r * P + p) * 2] = ya;
+            out[(r * P + p) * 2 + 1] = yb;
         }
-        out_a[p] = ya;
-        out_b[p] = yb;
-    }
 }
 
-template <class D>
-TANDEM_AVX512 void gemv_form(const float* x, const weight_matrix& w, int64_t o0, int64_t o1, float* y) {
-    constexpr int P = 4;  // 8 outputs per group: 4 accumulators (FP4: 8 tables)
+template <class D, int R>
+TANDEM_AVX512 void rows_form(const float* x, int64_t xs, const weight_matrix& w, int64_t o0, int64_t o1, float* y,
+                             int64_t ys) {
+    constexpr int P = 4;  // 8 outputs per group: 4R accumulators (FP4: 8 tables)
     int64_t a[P], b[P];
-    float ya[P], yb[P];
+    float out[2 * R * P];
     int64_t o = o0;
     for (; o + 2 * P <= o1; o += 2 * P) {
         for (int p = 0; p < P; ++p) a[p] = o + 2 * p, b[p] = o + 2 * p + 1;
-        pairs<D, P>(x, w, a, b, ya, yb);
-        for (int p = 0; p < P; ++p) y[a[p] - o0] = ya[p], y[b[p] - o0] = yb[p];
+        pairs<D, R, P>(x, xs, w, a, b, out);
+        for (int r = 0; r < R; ++r)
+            for (int j = 0; j < 2 * P; ++j) y[r * ys + (o + j - o0)] = out[r * 2 * P + j];
     }
     for (; o < o1; o += 2) {  // the last 1-7 outputs: a pair at a time, an odd one paired with itself
         a[0] = o;
         b[0] = o + 1 < o1 ? o + 1 : o;
-        pairs<D, 1>(x, w, a, b, ya, yb);
-        y[a[0] - o0] = ya[0];
-        if (b[0] != a[0]) y[b[0] - o0] = yb[0];
+        pairs<D, R, 1>(x, xs, w, a, b, out);
+        for (int r = 0; r < R; ++r) {
+            y[r * ys + (a[0] - o0)] = out[2 * r];
+            if (b[0] != a[0]) y[r * ys + (b[0] - o0)] = out[2 * r + 1];
+        }
+    }
+}
+
+template <class D>
+TANDEM_AVX512 void few_rows_form(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0,
+                                 int64_t o1, float* y, int64_t ys) {
+    switch (rows) {
+        case 1: return rows_form<D, 1>(x, xs, w, o0, o1, y, ys);
+        case 2: return rows_form<D, 2>(x, xs, w, o0, o1, y, ys);
+        default: return rows_form<D, 3>(x, xs, w, o0, o1, y, ys);
     }
 }
 
 }  // namespace
 
-void gemv_avx512(const float* x, const weight_matrix& w, int64_t o0, int64_t o1, float* y) {
-    if (w.form == weight_form::fp4_e2m1) return gemv_form<fp4_pair>(x, w, o0, o1, y);
-    return gemv_form<fp8_pair>(x, w, o0, o1, y);
+void few_rows_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
+                     float* y, int64_t ys) {
+    if (w.form == weight_form::fp4_e2m1) return few_rows_form<fp4_pair>(x, xs, rows, w, o0, o1, y, ys);
+    return few_rows_form<fp8_pair>(x, xs, rows, w, o0, o1, y, ys);
 }
 
 #pragma GCC diagnostic pop

@@ -401,7 +401,8 @@ TANDEM_AVX2 void axpys_avx2(const float* a, const float* const* x, int64_t count
 // and each half sees exactly the fmas, in exactly the order, that the ymm kernels give that
 // row. x is packed per tile into row pairs ([x_r(k..k+7) | x_r+1(k..k+7)] per 8 columns, one
 // zmm load), the 8 decoded weights of an output are broadcast to both halves, and each half
-// is summed with hsum at the end. A single row (GEMV, memory-bound) stays on the AVX2 tile.
+// is summed with hsum at the end. A single BF16 / F16 / F32 row (GEMV, memory-bound) stays on the
+// AVX2 tile; which rows and forms this tile takes at all: tile_avx512 below.
 // Needs only AVX-512F; the table is chosen at startup like the AVX2 one.
 // GCC 12's AVX-512 intrinsics (shuffle, extract) pass an _mm512_undefined_* operand and then warn
 // that it may be (or, depending on inlining, is) used uninitialized (GCC bug 105593, fixed in
@@ -553,13 +554,27 @@ TANDEM_AVX512 void tile512_form(const float* x, int64_t xs, int64_t rows, const 
 
 #pragma GCC diagnostic pop
 
+// Which AVX-512 kernel a tile takes. FP4 / FP8: one to three rows decode each weight once in
+// registers for every row (few_rows_avx512.cpp); more rows decode it once into an L1 scratch that all
+// the tile's rows then stream past (gemm_avx512.cpp) — decoding them inside the FMA loop, once per
+// four row pairs, cost more vector operations than the FMAs. BF16 / F16 / F32 decode in one or two
+// operations, and up to 15 rows (a decode step's MoE experts take ~4) this file's two-rows-per-
+// register tile streams the weights better from memory; from 16 rows (a batch-16 step's dense
+// linears, every prefill tile) the scratch kernel wins. Measured on the Intel VM with the weights
+// streamed from memory (README "CPU kernels").
+constexpr int64_t k_gemm_min_rows_unscaled = 16;
+constexpr int64_t k_few_rows_max = 3;
+
 // Not an AVX-512 function itself: the packed-x buffer is a std::vector, whose inline code must
 // not be compiled for AVX-512 (see the file comment). Grown only, per thread.
 void tile_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1, float* y,
                  int64_t ys) {
-    if (rows == 1 && (w.form == weight_form::fp4_e2m1 || w.form == weight_form::fp8_e4m3))
-        return gemv_avx512(x, w, o0, o1, y);  // see its file
+    if (w.form == weight_form::fp4_e2m1 || w.form == weight_form::fp8_e4m3) {
+        if (rows <= k_few_rows_max) return few_rows_avx512(x, xs, rows, w, o0, o1, y, ys);
+        return gemm_avx512(x, xs, rows, w, o0, o1, y, ys);
+    }
     if (rows < 2) return tile_avx2(x, xs, rows, w, o0, o1, y, ys);
+    if (rows >= k_gemm_min_rows_unscaled) return gemm_avx512(x, xs, rows, w, o0, o1, y, ys);
     thread_local std::vector<float> packed;
     const size_t need = static_cast<size_t>((rows + 1) / 2 * 2 * (w.cols & ~int64_t{7}));
     if (packed.size() < need) packed.resize(need);
@@ -568,8 +583,7 @@ void tile_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& 
         case weight_form::f32: return tile512_form<f32_decoder>(x, xs, rows, w, o0, o1, y, ys, xp);
         case weight_form::bf16: return tile512_form<bf16_decoder>(x, xs, rows, w, o0, o1, y, ys, xp);
         case weight_form::f16: return tile512_form<f16_decoder>(x, xs, rows, w, o0, o1, y, ys, xp);
-        case weight_form::fp8_e4m3: return tile512_form<e4m3_decoder>(x, xs, rows, w, o0, o1, y, ys, xp);
-        case weight_form::fp4_e2m1: return tile512_form<e2m1_decoder>(x, xs, rows, w, o0, o1, y, ys, xp);
+        default: return;  // FP4 / FP8 never come here (above)
     }
 }
 
@@ -580,8 +594,8 @@ const kernel_table* avx2_kernels() {
     return &t;
 }
 
-// The AVX2 table with the AVX-512 tile (rows ≥ 2) and 1-row FP4/FP8 GEMV (gemv_avx512.cpp); dot, dots and the
-// axpys stay AVX2.
+// The AVX2 table with the AVX-512 tiles (tile_avx512: this file's, few_rows_avx512.cpp's and
+// gemm_avx512.cpp's); dot, dots and the axpys stay AVX2.
 const kernel_table* avx512_kernels() {
     static const kernel_table t{"avx512f+fma", tile_avx512, dot_avx2, dots_avx2, axpy_avx2, axpys_avx2};
     return &t;

@@ -240,7 +240,7 @@ TEST_CASE("cpu weights: the SIMD tiles' page-strided output groups give the scal
     const int64_t out = 700, cols = 256;  // row bytes 1 KB (f32) down to 128 B (fp4): 4–32 rows a page
     for (const auto& fc : cases) {
         stored s = make_stored(fc.form, fc.scale, out, cols, fc.block, 77);
-        for (int64_t rows : {1, 2, 3, 4, 5, 8, 11}) {
+        for (int64_t rows : {1, 2, 3, 4, 5, 8, 11, 16, 19}) {  // 16+: the scratch GEMM for every form
             std::vector<float> x(static_cast<size_t>(rows * cols));
             for (auto& v : x) v = nd(rng);
             for (auto [o0, o1] : {std::pair<int64_t, int64_t>{0, out}, {13, 611}, {192, 384}})
@@ -257,6 +257,44 @@ TEST_CASE("cpu weights: the SIMD tiles' page-strided output groups give the scal
                 }
         }
     }
+}
+
+TEST_CASE("cpu weights: the AVX-512 scratch GEMM's column chunks, row blocks and partial groups keep the scalar bits") {
+    // gemm_avx512.cpp decodes 512-column chunks (a scaled form's rounded to whole scale groups)
+    // and keeps the accumulators in memory between them, splits the rows into blocks of at most
+    // six, and fills a group of fewer than 8 outputs with repeats: columns past one chunk (with and
+    // without a tail that is not a multiple of 8), every block split from 4 to 19 rows, output
+    // counts that end in a partial group.
+    if (!avx512_cpu()) return;
+    const auto& scalar = detail::scalar_kernels();
+    const auto* t = detail::avx512_kernels();
+    struct form_case {
+        weight_form form;
+        scale_form scale;
+        int64_t block;
+    };
+    const form_case cases[] = {{weight_form::f32, scale_form::none, 1},       {weight_form::bf16, scale_form::none, 1},
+                               {weight_form::f16, scale_form::none, 1},       {weight_form::fp8_e4m3, scale_form::e8m0, 128},
+                               {weight_form::fp8_e4m3, scale_form::f32, 96},  {weight_form::fp4_e2m1, scale_form::e8m0, 32}};
+    std::mt19937 rng(13);
+    std::normal_distribution<float> nd;
+    for (const auto& fc : cases)
+        for (int64_t cols : {1024, 1030, 1536})
+            for (int64_t out : {13, 40}) {
+                stored s = make_stored(fc.form, fc.scale, out, cols, fc.block, uint64_t(cols) + out);
+                for (int64_t rows : {4, 7, 8, 13, 16, 19}) {
+                    CAPTURE(weight_form_name(fc.form));
+                    CAPTURE(cols);
+                    CAPTURE(out);
+                    CAPTURE(rows);
+                    std::vector<float> x(static_cast<size_t>(rows * cols));
+                    for (auto& v : x) v = nd(rng);
+                    std::vector<float> want(static_cast<size_t>(rows * out)), got(want.size(), -3.0f);
+                    scalar.tile(x.data(), cols, rows, s.m, 0, out, want.data(), out);
+                    t->tile(x.data(), cols, rows, s.m, 0, out, got.data(), out);
+                    CHECK(same_bits(got.data(), want.data(), got.size()));
+                }
+            }
 }
 
 TEST_CASE("cpu weights: a linear_group gives each job the bits of its own linear, any thread count") {

@@ -1,0 +1,353 @@
+// cpu/gemm_avx512.cpp — two or more rows against any stored weight form, AVX-512F: each output
+// pair's weights decoded ONCE per tile into a small fp32 scratch, then every row of the tile
+// streams past them.
+//
+// Why: the former AVX-512 tile decoded the weights inside its FMA loop, once per group of four
+// row pairs, and on this VM's Xeon (zmm FMAs and the bf16 widening + shift all on ports 0 and 5)
+// each decode cost the FMA pipes as much as a quarter of its FMAs; and it read its packed x
+// (two rows per register) from L2 at 32 bytes a cycle. Here the decode pass is separate: it reads
+// each weight once (a 16-row batch decodes a weight once instead of twice, a 60-row prefill tile
+// once instead of eight times) and writes [w(a, k..k+7) | w(b, k..k+7)] runs into scratch; the FMA
+// pass then only loads: four such runs (plain loads from L1), six rows' x[k..k+7] (broadcast
+// loads, no packing), 24 FMAs. While the FMA pass runs, the next output group's weights are
+// prefetched into L2, so memory and arithmetic overlap instead of taking turns.
+//
+// Order: each (row, output) accumulator is one half of a zmm and sees exactly the fmas of the
+// AVX2 kernels' ymm accumulator (lane l: k ≡ l mod 8, ascending k — the k loop is split into
+// chunks only to keep the scratch in L1, and the accumulators are stored and reloaded between
+// chunks, which changes no bit), then the same hsum and the same scalar tail; each scratch value
+// is bitwise what the AVX2 decoders form (cpu/pair_decoders_avx512.h). So the bits are those of
+// every other path, whatever the rows, the register block or the chunking.
+//
+// Like kernels_avx2.cpp: only functions carrying TANDEM_AVX512 use AVX-512, and they call
+// nothing from the standard library.
+#include "cpu/kernels_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
+
+#include <vector>
+
+#define TANDEM_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define TANDEM_AVX512_INLINE __attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) inline
+
+#include "cpu/pair_decoders_avx512.h"
+
+namespace tandem::cpu::detail {
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace {
+
+using namespace pair512;
+
+constexpr int k_pairs = 4;        // output pairs per group: 8 outputs
+constexpr int k_rows = 6;         // rows per FMA block: 24 accumulators + 4 weights + 1 x of 32 registers
+constexpr int64_t k_chunk = 512;  // columns per decode chunk: 4 pairs × 512 × 8 B = 16 KB of scratch
+
+// One output group: pairs (a[q], b[q]), q < 4 — eight outputs, consecutive (`contiguous`) or one
+// page apart (see gemm_form). A group of fewer than 8 outputs repeats its last one in the missing
+// places: those results are the same bits written to the same output again, so every group runs
+// the full 4-pair kernels.
+struct group {
+    int64_t a[k_pairs], b[k_pairs];
+    bool full_contiguous = false;  // outputs a[0], b[0], a[1], … are a[0] + 0, 1, 2, …, 7
+};
+
+group consecutive_group(int64_t o, int64_t o1) {
+    group g;
+    const int64_t n = o1 - o < 2 * k_pairs ? o1 - o : 2 * k_pairs;
+    for (int q = 0; q < k_pairs; ++q) {
+        g.a[q] = o + (2 * q < n ? 2 * q : n - 1);
+        g.b[q] = o + (2 * q + 1 < n ? 2 * q + 1 : n - 1);
+    }
+    g.full_contiguous = n == 2 * k_pairs;
+    return g;
+}
+
+group strided_group(int64_t first, int64_t stride) {
+    group g;
+    for (int q = 0; q < k_pairs; ++q) g.a[q] = first + stride * 2 * q, g.b[q] = first + stride * (2 * q + 1);
+    return g;
+}
+
+// Prefetches the next group's rows into L2 a little at a time: the FMA loops call step() once
+// per column step, so those weights arrive while this group computes (memory and arithmetic
+// overlap instead of taking turns). A hint past the matrix is harmless.
+struct prefetcher {
+    const char* next = nullptr;
+    const char* end = nullptr;
+    int lines = 1;  // per step: the group's bytes spread evenly over its column steps (see run_group)
+    TANDEM_AVX512_INLINE void step() {
+        for (int i = 0; i < lines && next < end; ++i, next += 64) _mm_prefetch(next, _MM_HINT_T1);
+    }
+};
+
+TANDEM_AVX512_INLINE __m512 x_both_halves(const float* p) {
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p))));
+}
+
+template <int R>
+TANDEM_AVX512_INLINE void load_acc(__m512 (&a)[R][k_pairs], const float* acc) {
+    for (int r = 0; r < R; ++r)
+        for (int q = 0; q < k_pairs; ++q) a[r][q] = _mm512_loadu_ps(acc + 16 * (r * k_pairs + q));
+}
+template <int R>
+TANDEM_AVX512_INLINE void store_acc(const __m512 (&a)[R][k_pairs], float* acc) {
+    for (int r = 0; r < R; ++r)
+        for (int q = 0; q < k_pairs; ++q) _mm512_storeu_ps(acc + 16 * (r * k_pairs + q), a[r][q]);
+}
+template <int R>
+TANDEM_AVX512_INLINE void fma_step(__m512 (&a)[R][k_pairs], const __m512 (&wv)[k_pairs], const float* x, int64_t xs,
+                                   int64_t k) {
+    for (int r = 0; r < R; ++r) {
+        const __m512 xv = x_both_halves(x + r * xs + k);
+        for (int q = 0; q < k_pairs; ++q) a[r][q] = _mm512_fmadd_ps(xv, wv[q], a[r][q]);
+    }
+}
+
+// Scratch: pair q's run for column k of the chunk [k0, k0 + n) at scratch + q·pair_stride(n) +
+// 2(k − k0). One 64-byte line more than the runs: with 2n floats exactly (4 KB at n = 512) the four
+// pairs' runs of a column step fell into the same L1 set, beside the x rows (4 KB apart too).
+TANDEM_AVX512_INLINE int64_t pair_stride(int64_t n) { return 2 * n + 16; }
+
+// Decodes the chunk's columns [k0, k1) (k0 a multiple of the scale group) of the group's pairs
+// into scratch: the scaled forms, whose per-group states leave no registers for a fused block.
+template <class D>
+TANDEM_AVX512 void decode_chunk(const weight_matrix& w, const group& g, int64_t k0, int64_t k1, int64_t k8,
+                                float* scratch) {
+    const int64_t block = group_of<D>(w, k8), n = k1 - k0;
+    const uint8_t *ra[k_pairs], *rb[k_pairs], *sa[k_pairs], *sb[k_pairs];
+    for (int q = 0; q < k_pairs; ++q) {
+        ra[q] = w.row_ptr(g.a[q]), rb[q] = w.row_ptr(g.b[q]);
+        sa[q] = scale_row_of(w, g.a[q]), sb[q] = scale_row_of(w, g.b[q]);
+    }
+    // The four pairs side by side (FP4's scale group is only 4 column steps: four independent
+    // decode chains per step keep the vector pipes busy, one pair at a time left them waiting).
+    float* dst = scratch - 2 * k0;
+    for (int64_t kb = k0; kb < k1; kb += block) {
+        const int64_t ke = kb + block < k1 ? kb + block : k1;
+        typename D::state st[k_pairs];
+        for (int q = 0; q < k_pairs; ++q) st[q] = D::prepare(scale_at(w, sa[q], kb), scale_at(w, sb[q], kb));
+        for (int64_t k = kb; k < ke; k += 8)
+            for (int q = 0; q < k_pairs; ++q) _mm512_storeu_ps(dst + q * pair_stride(n) + 2 * k, D::load16(ra[q], rb[q], k, st[q]));
+    }
+}
+
+// The first row block of an unscaled form: decodes each column step's four runs, keeps them in
+// scratch for the other row blocks and uses them at once — the decode's loads and stores hide
+// among this block's FMAs instead of being a pass of their own.
+template <class D, int R>
+TANDEM_AVX512 void decode_fma_chunk(const weight_matrix& w, const group& g, int64_t k0, int64_t k1, const float* x,
+                                    int64_t xs, float* scratch, float* acc, prefetcher& pf) {
+    const uint8_t *ra[k_pairs], *rb[k_pairs];
+    for (int q = 0; q < k_pairs; ++q) ra[q] = w.row_ptr(g.a[q]), rb[q] = w.row_ptr(g.b[q]);
+    const int64_t n = k1 - k0;
+    __m512 a[R][k_pairs];
+    load_acc<R>(a, acc);
+    for (int64_t k = k0; k < k1; k += 8) {
+        pf.step();
+        __m512 wv[k_pairs];
+        for (int q = 0; q < k_pairs; ++q) {
+            wv[q] = D::load16(ra[q], rb[q], k, {});
+            _mm512_storeu_ps(scratch + q * pair_stride(n) + 2 * (k - k0), wv[q]);
+        }
+        fma_step<R>(a, wv, x, xs, k);
+    }
+    store_acc<R>(a, acc);
+}
+
+// R rows over the chunk's columns from scratch.
+template <int R>
+TANDEM_AVX512 void fma_chunk(const float* x, int64_t xs, const float* scratch, int64_t k0, int64_t n, float* acc,
+                             prefetcher& pf) {
+    __m512 a[R][k_pairs];
+    load_acc<R>(a, acc);
+    for (int64_t s = 0; s < n; s += 8) {
+        pf.step();
+        __m512 wv[k_pairs];
+        for (int q = 0; q < k_pairs; ++q) wv[q] = _mm512_loadu_ps(scratch + q * pair_stride(n) + 2 * s);
+        fma_step<R>(a, wv, x, xs, k0 + s);
+    }
+    store_acc<R>(a, acc);
+}
+
+TANDEM_AVX512 void fma_block(int rows, const float* x, int64_t xs, const float* scratch, int64_t k0, int64_t n,
+                             float* acc, prefetcher& pf) {
+    switch (rows) {
+        case 6: return fma_chunk<6>(x, xs, scratch, k0, n, acc, pf);
+        case 5: return fma_chunk<5>(x, xs, scratch, k0, n, acc, pf);
+        case 4: return fma_chunk<4>(x, xs, scratch, k0, n, acc, pf);
+        case 3: return fma_chunk<3>(x, xs, scratch, k0, n, acc, pf);
+        case 2: return fma_chunk<2>(x, xs, scratch, k0, n, acc, pf);
+        default: return fma_chunk<1>(x, xs, scratch, k0, n, acc, pf);
+    }
+}
+
+template <class D>
+TANDEM_AVX512 void decode_fma_block(int rows, const weight_matrix& w, const group& g, int64_t k0, int64_t k1,
+                                    const float* x, int64_t xs, float* scratch, float* acc, prefetcher& pf) {
+    switch (rows) {
+        case 6: return decode_fma_chunk<D, 6>(w, g, k0, k1, x, xs, scratch, acc, pf);
+        case 5: return decode_fma_chunk<D, 5>(w, g, k0, k1, x, xs, scratch, acc, pf);
+        case 4: return decode_fma_chunk<D, 4>(w, g, k0, k1, x, xs, scratch, acc, pf);
+        case 3: return decode_fma_chunk<D, 3>(w, g, k0, k1, x, xs, scratch, acc, pf);
+        case 2: return decode_fma_chunk<D, 2>(w, g, k0, k1, x, xs, scratch, acc, pf);
+        default: return decode_fma_chunk<D, 1>(w, g, k0, k1, x, xs, scratch, acc, pf);
+    }
+}
+
+// Two rows' eight outputs from their accumulators (v: row r's four pairs, u: row r + 1's) in the
+// hsum8 order, sixteen at once: S = lanes l + l+4 of each output (one 128-bit block per output),
+// then in each block p0 + p2 and p1 + p3, then their sum — the same additions hsum8 makes, on the
+// same operands. Result: [row r outputs 0..7 | row r + 1 outputs 0..7].
+// Lanes l + l+4 of pairs q and q + 1 of a row: one 128-bit block per output (outputs 2q .. 2q + 3).
+TANDEM_AVX512_INLINE __m512 sum_l_l4(const float* p, int q) {
+    const __m512 a = _mm512_loadu_ps(p + 16 * q), b = _mm512_loadu_ps(p + 16 * (q + 1));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+// In each block p0 + p2 and p1 + p3, outputs 0-3 from lo4 and 4-7 from hi4 side by side.
+TANDEM_AVX512_INLINE __m512 sum_p_p2(__m512 lo4, __m512 hi4) {
+    const __m512d a = _mm512_castps_pd(lo4), b = _mm512_castps_pd(hi4);
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+}
+TANDEM_AVX512_INLINE __m512 reduce_two_rows(const float* v, const float* u) {
+    const auto& s4 = sum_l_l4;
+    const auto& s2 = sum_p_p2;
+    const __m512 r = s2(s4(v, 0), s4(v, 2)), r1 = s2(s4(u, 0), s4(u, 2));
+    const __m512 sum = _mm512_add_ps(_mm512_shuffle_ps(r, r1, 0x88), _mm512_shuffle_ps(r, r1, 0xDD));
+    // Block i of sum: (row r, output i), (row r, output 4 + i), (row r + 1, i), (row r + 1, 4 + i).
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, sum);
+}
+
+// The results of the group's rows: each output's hsum, the scalar tail, stored at its place.
+TANDEM_AVX512 void finish(const weight_matrix& w, const group& g, int64_t rows, const float* x, int64_t xs,
+                          const float* acc, float* y, int64_t ys, int64_t o0) {
+    const int64_t K = w.cols, K8 = K & ~int64_t{7};
+    int64_t r = 0;
+    if (K8 == K)
+        for (; r + 2 <= rows; r += 2) {
+            const __m512 both = reduce_two_rows(acc + 16 * k_pairs * r, acc + 16 * k_pairs * (r + 1));
+            if (g.full_contiguous) {
+                _mm256_storeu_ps(y + r * ys + (g.a[0] - o0), low_half(both));
+                _mm256_storeu_ps(y + (r + 1) * ys + (g.a[0] - o0), high_half(both));
+                continue;
+            }
+            float v[16];
+            _mm512_storeu_ps(v, both);
+            for (int q = 0; q < k_pairs; ++q) {
+                y[r * ys + (g.a[q] - o0)] = v[2 * q];
+                y[r * ys + (g.b[q] - o0)] = v[2 * q + 1];
+                y[(r + 1) * ys + (g.a[q] - o0)] = v[8 + 2 * q];
+                y[(r + 1) * ys + (g.b[q] - o0)] = v[8 + 2 * q + 1];
+            }
+        }
+    for (; r < rows; ++r)
+        for (int q = 0; q < k_pairs; ++q) {
+            const __m512 v = _mm512_loadu_ps(acc + 16 * (r * k_pairs + q));
+            float ya = hsum8(low_half(v)), yb = hsum8(high_half(v));
+            for (int64_t k = K8; k < K; ++k) {
+                ya = __builtin_fmaf(x[r * xs + k], w.at(g.a[q], k), ya);
+                yb = __builtin_fmaf(x[r * xs + k], w.at(g.b[q], k), yb);
+            }
+            y[r * ys + (g.a[q] - o0)] = ya;
+            y[r * ys + (g.b[q] - o0)] = yb;
+        }
+}
+
+// Columns per decode chunk: k_chunk rounded to whole scale groups (a chunk never splits one).
+template <class D>
+TANDEM_AVX512_INLINE int64_t chunk_of(const weight_matrix& w, int64_t k8) {
+    const int64_t block = group_of<D>(w, k8);
+    if constexpr (!D::scaled) return k_chunk;
+    else return block >= k_chunk ? block : k_chunk / block * block;
+}
+
+// One group over all columns: per chunk the decode (fused into the first row block for unscaled
+// forms) and every row block's FMAs, then the results. acc_all: rows × 4 accumulators (16 floats
+// each), kept across chunks; pf: what to prefetch meanwhile.
+template <class D>
+TANDEM_AVX512 void run_group(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, const group& g,
+                             prefetcher pf, float* y, int64_t ys, int64_t o0, float* scratch, float* acc_all) {
+    const int64_t K8 = w.cols & ~int64_t{7};
+    const int64_t chunk = chunk_of<D>(w, K8);
+    for (int64_t i = 0; i < rows * k_pairs; ++i) _mm512_storeu_ps(acc_all + 16 * i, _mm512_setzero_ps());
+    // Rows in blocks of at most six, as even as possible (8 rows: 4 + 4, not 6 + 2, whose two-row
+    // block has too few independent FMA chains to fill the pipes).
+    const int64_t blocks = (rows + k_rows - 1) / k_rows, base = rows / blocks, extra = rows % blocks;
+    const auto block_rows = [&](int64_t b) { return static_cast<int>(base + (b < extra ? 1 : 0)); };
+    // Spread evenly: a burst of prefetches waits for line-fill buffers and stalls the FMAs.
+    const int64_t steps = (K8 / 8) * blocks, lines = (pf.end - pf.next + 63) / 64;
+    pf.lines = static_cast<int>(steps > 0 ? (lines + steps - 1) / steps : 1);
+    for (int64_t k0 = 0; k0 < K8; k0 += chunk) {
+        const int64_t k1 = k0 + chunk < K8 ? k0 + chunk : K8;
+        int64_t b = 0, r = 0;
+        if constexpr (D::scaled) {
+            decode_chunk<D>(w, g, k0, k1, K8, scratch);
+        } else {
+            decode_fma_block<D>(block_rows(0), w, g, k0, k1, x, xs, scratch, acc_all, pf);
+            r = block_rows(b++);
+        }
+        for (; b < blocks; r += block_rows(b++))
+            fma_block(block_rows(b), x + r * xs, xs, scratch, k0, k1 - k0, acc_all + 16 * k_pairs * r, pf);
+    }
+    finish(w, g, rows, x, xs, acc_all, y, ys, o0);
+}
+
+// The tile. Rows shorter than a 4 KB page (bf16 K = 1024: 2 KB) are grouped one per page, as the
+// AVX2 and the GEMV kernels do: 8 outputs s = 4096 / row bytes apart, then the next 8 one row on,
+// so after s groups 8 whole pages were read, each in ascending order, and the L2 streamer runs
+// ahead within each (with eight consecutive rows a page held two or more interleaved row streams
+// and the streamer found none to follow). Each group prefetches its share of the next 8 pages.
+template <class D>
+TANDEM_AVX512 void gemm_form(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0,
+                             int64_t o1, float* y, int64_t ys, float* scratch, float* acc_all) {
+    const int64_t row_bytes = w.row_bytes(), group_bytes = 2 * k_pairs * row_bytes;
+    const int64_t s = row_bytes > 0 && row_bytes < 4096 ? 4096 / row_bytes : 1;
+    int64_t o = o0;
+    for (; s > 1 && o + 2 * k_pairs * s <= o1; o += 2 * k_pairs * s) {
+        const char* next = reinterpret_cast<const char*>(w.row_ptr(o)) + s * group_bytes;
+        for (int64_t c = 0; c < s; ++c) {
+            const prefetcher pf{next + c * group_bytes, next + (c + 1) * group_bytes};
+            run_group<D>(x, xs, rows, w, strided_group(o + c, s), pf, y, ys, o0, scratch, acc_all);
+        }
+    }
+    for (; o < o1; o += 2 * k_pairs) {
+        const char* next = reinterpret_cast<const char*>(w.row_ptr(o)) + group_bytes;
+        run_group<D>(x, xs, rows, w, consecutive_group(o, o1), prefetcher{next, next + group_bytes}, y, ys, o0,
+                     scratch, acc_all);
+    }
+}
+
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+// Not an AVX-512 function itself: its buffers are std::vectors, whose inline code must not be
+// compiled for AVX-512. Grown only, per thread.
+void gemm_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1, float* y,
+                 int64_t ys) {
+    thread_local std::vector<float> scratch;
+    thread_local std::vector<float> acc;
+        // A scaled form's chunk may be one whole scale group wider than k_chunk.
+    const int64_t widest = w.block_cols > k_chunk ? w.block_cols : k_chunk;
+    if (scratch.size() < static_cast<size_t>(k_pairs * (2 * widest + 16))) scratch.resize(static_cast<size_t>(k_pairs * (2 * widest + 16)));
+    if (acc.size() < static_cast<size_t>(16 * rows * k_pairs)) acc.resize(static_cast<size_t>(16 * rows * k_pairs));
+    switch (w.form) {
+        case weight_form::f32: return gemm_form<f32_pair>(x, xs, rows, w, o0, o1, y, ys, scratch.data(), acc.data());
+        case weight_form::bf16: return gemm_form<bf16_pair>(x, xs, rows, w, o0, o1, y, ys, scratch.data(), acc.data());
+        case weight_form::f16: return gemm_form<f16_pair>(x, xs, rows, w, o0, o1, y, ys, scratch.data(), acc.data());
+        case weight_form::fp8_e4m3:
+            return gemm_form<fp8_pair>(x, xs, rows, w, o0, o1, y, ys, scratch.data(), acc.data());
+        case weight_form::fp4_e2m1:
+            return gemm_form<fp4_pair>(x, xs, rows, w, o0, o1, y, ys, scratch.data(), acc.data());
+    }
+}
+
+}  // namespace tandem::cpu::detail
+
+#endif

@@ -1,0 +1,145 @@
+// cpu/pair_decoders_avx512.h — (cpu/ internal, AVX-512 translation units only) every stored weight
+// form decoded two outputs at a time: one zmm = [w(a, k..k+7) | w(b, k..k+7)] as fp32.
+//
+// Why one shape for every form: the 1-3 row kernel (few_rows_avx512.cpp) and the GEMM (gemm_avx512.cpp) both
+// keep one output's 8-lane accumulator in each half of a zmm, so what they need from a decoder is
+// exactly this pair of 8-column runs. Each decoded value is bitwise what the AVX2 decoders of
+// kernels_avx2.cpp form for the same weight (unscaled forms: the exact value; FP8: the fp16
+// placement · 2^-8 times scale · 2^8; FP4: ±(magnitude · scale)), so every path keeps the bits.
+//
+// The includer defines TANDEM_AVX512_INLINE (target avx512f,avx2,fma,f16c + always_inline) and
+// includes <immintrin.h> and cpu/weight_matrix.h first.
+#pragma once
+
+namespace tandem::cpu::detail::pair512 {
+
+// The scale of column k in a row whose scales start at srow, and where view row r's scales start.
+TANDEM_AVX512_INLINE float scale_at(const weight_matrix& w, const uint8_t* srow, int64_t k) {
+    if (w.scale == scale_form::e8m0) return decode_e8m0(srow[scale_col_of(w, k)]);
+    float s;
+    __builtin_memcpy(&s, srow + 4 * scale_col_of(w, k), 4);
+    return s;
+}
+TANDEM_AVX512_INLINE const uint8_t* scale_row_of(const weight_matrix& w, int64_t r) {
+    return w.scales + ((w.row0 + r) / w.block_rows) * w.scale_cols * (w.scale == scale_form::f32 ? 4 : 1);
+}
+
+// Every decoder: `scaled` (whether a state per (pair, scale group) is needed), line_mask (k
+// advances one 64-byte line of a row per line_mask + 1 columns), line_offset(k) (the byte of
+// column k in a row), group(w) (columns per scale group: the AVX2 kernels' `block`), state /
+// prepare(scale a, scale b) and load16(row a, row b, k, state).
+struct unscaled_state {};
+
+// Two 16-byte runs of one row each (columns k..k+7 of rows a and b) as the halves of a ymm.
+TANDEM_AVX512_INLINE __m256i two_runs(const uint8_t* ra, const uint8_t* rb, int64_t offset) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ra + offset));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rb + offset));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+}
+
+struct f32_pair {
+    static constexpr bool scaled = false;
+    static constexpr int64_t line_mask = 15;
+    using state = unscaled_state;
+    TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return 4 * k; }
+    TANDEM_AVX512_INLINE static state prepare(float, float) { return {}; }
+    TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state&) {
+        const __m256 lo = _mm256_loadu_ps(reinterpret_cast<const float*>(ra) + k);
+        const __m256 hi = _mm256_loadu_ps(reinterpret_cast<const float*>(rb) + k);
+        return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+    }
+};
+
+struct bf16_pair {
+    static constexpr bool scaled = false;
+    static constexpr int64_t line_mask = 31;
+    using state = unscaled_state;
+    TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return 2 * k; }
+    TANDEM_AVX512_INLINE static state prepare(float, float) { return {}; }
+    TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state&) {
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(two_runs(ra, rb, 2 * k)), 16));
+    }
+};
+
+struct f16_pair {
+    static constexpr bool scaled = false;
+    static constexpr int64_t line_mask = 31;
+    using state = unscaled_state;
+    TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return 2 * k; }
+    TANDEM_AVX512_INLINE static state prepare(float, float) { return {}; }
+    TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state&) {
+        return _mm512_cvtph_ps(two_runs(ra, rb, 2 * k));
+    }
+};
+
+// FP4: state = the two outputs' tables of the 16 signed e2m1 values · scale (entry c = value(c & 7)
+// · scale, negated for c ≥ 8). The two 32-bit words broadcast into their halves, one variable
+// shift, one ternary-logic op (the nibble, plus the table-select bit in the upper half) and one
+// two-table permute (vpermt2ps) decode 16 weights.
+struct fp4_pair {
+    static constexpr bool scaled = true;
+    static constexpr int64_t line_mask = 127;
+    struct state {
+        __m512 a, b;
+    };
+    TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return k / 2; }
+    TANDEM_AVX512_INLINE static state prepare(float sa, float sb) {
+        const __m512 values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
+                                             -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+        return {_mm512_mul_ps(values, _mm512_set1_ps(sa)), _mm512_mul_ps(values, _mm512_set1_ps(sb))};
+    }
+    TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state& st) {
+        const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+        const __m512i upper = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+        int32_t wa, wb;
+        __builtin_memcpy(&wa, ra + k / 2, 4);
+        __builtin_memcpy(&wb, rb + k / 2, 4);
+        const __m512i words = _mm512_mask_set1_epi32(_mm512_set1_epi32(wa), 0xff00, wb);
+        // (nibble of the lane) | (16 in the upper half): 0xEA = (A & B) | C.
+        const __m512i idx =
+            _mm512_ternarylogic_epi32(_mm512_srlv_epi32(words, shifts), _mm512_set1_epi32(15), upper, 0xEA);
+        return _mm512_permutex2var_ps(st.a, idx, st.b);
+    }
+};
+
+// FP8: state = scale · 2^8 of output a in lanes 0-7, of output b in 8-15 (kernels_avx2.cpp's
+// e4m3_decoder: a sign-extended byte << 7, bit 14 cleared, is the value · 2^-8 as fp16).
+struct fp8_pair {
+    static constexpr bool scaled = true;
+    static constexpr int64_t line_mask = 63;
+    struct state {
+        __m512 f;
+    };
+    TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return k; }
+    TANDEM_AVX512_INLINE static state prepare(float sa, float sb) {
+        return {_mm512_mask_mov_ps(_mm512_set1_ps(sa * 256.0f), 0xff00, _mm512_set1_ps(sb * 256.0f))};
+    }
+    TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state& st) {
+        const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(ra + k));
+        const __m128i both = _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(lo), reinterpret_cast<const double*>(rb + k)));
+        __m256i h = _mm256_cvtepi8_epi16(both);
+        h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16(static_cast<short>(0xbfff)));
+        return _mm512_mul_ps(st.f, _mm512_cvtph_ps(h));
+    }
+};
+
+// Columns per scale group, as the AVX2 kernels step them (FP4 32, FP8 its block width); the
+// unscaled forms have one group over all of K8.
+template <class D>
+TANDEM_AVX512_INLINE int64_t group_of(const weight_matrix& w, int64_t k8) {
+    if constexpr (!D::scaled) return k8 > 0 ? k8 : 8;
+    else return w.form == weight_form::fp4_e2m1 ? 32 : w.block_cols;
+}
+
+// kernels_avx2.cpp's hsum: (l, l+4), (l, l+2), (0, 1).
+TANDEM_AVX512_INLINE float hsum8(__m256 v) {
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+TANDEM_AVX512_INLINE __m256 low_half(__m512 v) { return _mm512_castps512_ps256(v); }
+TANDEM_AVX512_INLINE __m256 high_half(__m512 v) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+}  // namespace tandem::cpu::detail::pair512
