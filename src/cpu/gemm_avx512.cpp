@@ -229,6 +229,11 @@ TANDEM_AVX512 void finish(const weight_matrix& w, const group& g, int64_t rows, 
                           const float* acc, float* y, int64_t ys, int64_t o0) {
     const int64_t K = w.cols, K8 = K & ~int64_t{7};
     int64_t r = 0;
+    // Where a row pair's 16 results go, relative to row r's outputs (a group one page apart).
+    const auto at = [&](int j, int row) { return static_cast<int>(row * ys + ((j & 1 ? g.b : g.a)[j / 2] - o0)); };
+    const __m512i places = _mm512_setr_epi32(at(0, 0), at(1, 0), at(2, 0), at(3, 0), at(4, 0), at(5, 0), at(6, 0),
+                                             at(7, 0), at(0, 1), at(1, 1), at(2, 1), at(3, 1), at(4, 1), at(5, 1),
+                                             at(6, 1), at(7, 1));
     if (K8 == K)
         for (; r + 2 <= rows; r += 2) {
             const __m512 both = reduce_two_rows(acc + 16 * k_pairs * r, acc + 16 * k_pairs * (r + 1));
@@ -237,14 +242,7 @@ TANDEM_AVX512 void finish(const weight_matrix& w, const group& g, int64_t rows, 
                 _mm256_storeu_ps(y + (r + 1) * ys + (g.a[0] - o0), high_half(both));
                 continue;
             }
-            float v[16];
-            _mm512_storeu_ps(v, both);
-            for (int q = 0; q < k_pairs; ++q) {
-                y[r * ys + (g.a[q] - o0)] = v[2 * q];
-                y[r * ys + (g.b[q] - o0)] = v[2 * q + 1];
-                y[(r + 1) * ys + (g.a[q] - o0)] = v[8 + 2 * q];
-                y[(r + 1) * ys + (g.b[q] - o0)] = v[8 + 2 * q + 1];
-            }
+            _mm512_i32scatter_ps(y + r * ys, places, both, 4);
         }
     for (; r < rows; ++r)
         for (int q = 0; q < k_pairs; ++q) {
