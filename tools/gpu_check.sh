@@ -3,7 +3,7 @@
 #
 #   tools/gpu_check.sh pack   (here, on the CPU machine) builds build/ and copies the check
 #                             binaries and the shared libraries the GPU image lacks into
-#                             gpu_bundle/ (ignored by git; ~3 MiB) — carry it to the GPU machine.
+#                             gpu_bundle/ (ignored by git; ~7 MiB) — carry it to the GPU machine.
 #   tools/gpu_check.sh        (there) runs, each under its own timeout, from gpu_bundle/ (or from
 #                             build/ when it was built there):
 #                               cuda_self_test                 one kernel vs the CPU
@@ -44,12 +44,14 @@ if [ "${1:-}" = "pack" ]; then
     [ -x "$build/$b" ] || { echo "missing $build/$b" >&2; exit 1; }
     strip -o "$bundle/$(basename "$b")" "$build/$b"
   done
-  # Libraries of Debian packages the CUDA image does not have (fmt, mimalloc). glibc, libstdc++,
-  # cudart and NCCL are found there (NCCL from the image's nvidia-nccl-cu13 wheel: 200+ MiB, too
-  # big to carry).
+  # Libraries of Debian packages the CUDA image does not have (fmt, mimalloc, xxhash), and cudart
+  # (0.7 MiB, redistributable): the image's toolkit has one, but whether its directory is on the
+  # loader's path there is not known, and the one the binaries were built against is certain to
+  # match them. glibc and libstdc++ are found there (newer than Debian 12's), NCCL in the image's
+  # nvidia-nccl-cu13 wheel (200+ MiB, too big to carry; located at run time below).
   for lib in $(ldd "$build/test/cuda_parity" "$build/test/cuda_e2e" | awk '/=> \//{print $3}' | sort -u); do
     case "$(basename "$lib")" in
-      libc.so*|libm.so*|libpthread*|librt*|libdl*|libgcc_s*|libstdc++*|libnccl*|libcudart*) ;;
+      libc.so*|libm.so*|libpthread*|librt*|libdl*|libgcc_s*|libstdc++*|libnccl*) ;;
       *) cp -L "$lib" "$bundle/lib/" ;;
     esac
   done
@@ -69,9 +71,11 @@ if [ -d "$bundle" ]; then dir="$bundle"; export LD_LIBRARY_PATH="$bundle/lib${LD
 elif [ -d "$root/build" ]; then dir="$root/build"
 else say "FAIL: neither gpu_bundle/ nor build/ (run tools/gpu_check.sh pack on the build machine and carry gpu_bundle)"; exit 1
 fi
-# NCCL: the toolkit dir, else the wheel the CUDA image carries.
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null); do
-  [ -e "$d/libnccl.so.2" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+# NCCL (and cudart, should the bundle lack it): the toolkit's directories, else the wheels the CUDA
+# image carries. Appended after the bundle, so the bundle's own copies win.
+wheel_lib() { python3 -c "import $1, os; print(os.path.join(list($1.__path__)[0], 'lib'))" 2>/dev/null; }
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib "$(wheel_lib nvidia.nccl)" "$(wheel_lib nvidia.cuda_runtime)"; do
+  [ -n "$d" ] && { [ -e "$d/libnccl.so.2" ] || [ -e "$d/libcudart.so.13" ]; } && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
 done
 
 say "gpu_check: $(date -u +%FT%TZ) from $dir (commit $(cat "$bundle/COMMIT" 2>/dev/null || git -C "$root" rev-parse HEAD 2>/dev/null))"
