@@ -46,6 +46,7 @@ template <class D, int R, int P>
 TANDEM_AVX512 void pairs(const float* x, int64_t xs, const weight_matrix& w, const int64_t* a, const int64_t* b,
                          float* out) {
     const int64_t K = w.cols, K8 = K & ~int64_t{7}, block = group_of<D>(w, K8);
+    const fp4_scale_tables* tables = tables_for<D>(w);
     // Prefetch as kernels_avx2.cpp's prefetch_ahead: the same offset of rows ≥ 16 KB ahead.
     const int64_t span = 2 * P * w.row_bytes();
     const int64_t ahead = span >= (16 << 10) || span <= 0 ? span : ((16 << 10) + span - 1) / span * span;
@@ -61,7 +62,7 @@ TANDEM_AVX512 void pairs(const float* x, int64_t xs, const weight_matrix& w, con
     for (int64_t kb = 0; kb < K8; kb += block) {
         const int64_t ke = kb + block < K8 ? kb + block : K8;
         typename D::state st[P];
-        for (int p = 0; p < P; ++p) st[p] = D::prepare(scale_at(w, sa[p], kb), scale_at(w, sb[p], kb));
+        for (int p = 0; p < P; ++p) st[p] = prepare_at<D>(w, sa[p], sb[p], kb, tables);
         for (int64_t k = kb; k < ke; k += 8) {
             if ((k & D::line_mask) == 0)
                 for (int p = 0; p < P; ++p) {
@@ -124,6 +125,19 @@ TANDEM_AVX512 void few_rows_form(const float* x, int64_t xs, int64_t rows, const
 }
 
 }  // namespace
+
+const fp4_scale_tables& pair512::fp4_tables() {
+    static const fp4_scale_tables tables = [] {
+        fp4_scale_tables t;
+        for (int e = 0; e < 256; ++e)
+            for (int c = 0; c < 16; ++c) {
+                const float v = k_e2m1_values[c & 7] * decode_e8m0(static_cast<uint8_t>(e));
+                t.t[e][c] = c & 8 ? -v : v;
+            }
+        return t;
+    }();
+    return tables;
+}
 
 void few_rows_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                      float* y, int64_t ys) {

@@ -120,6 +120,7 @@ template <class D>
 TANDEM_AVX512 void decode_chunk(const weight_matrix& w, const group& g, int64_t k0, int64_t k1, int64_t k8,
                                 float* scratch) {
     const int64_t block = group_of<D>(w, k8), n = k1 - k0;
+    const fp4_scale_tables* tables = tables_for<D>(w);
     const uint8_t *ra[k_pairs], *rb[k_pairs], *sa[k_pairs], *sb[k_pairs];
     for (int q = 0; q < k_pairs; ++q) {
         ra[q] = w.row_ptr(g.a[q]), rb[q] = w.row_ptr(g.b[q]);
@@ -131,7 +132,7 @@ TANDEM_AVX512 void decode_chunk(const weight_matrix& w, const group& g, int64_t 
     for (int64_t kb = k0; kb < k1; kb += block) {
         const int64_t ke = kb + block < k1 ? kb + block : k1;
         typename D::state st[k_pairs];
-        for (int q = 0; q < k_pairs; ++q) st[q] = D::prepare(scale_at(w, sa[q], kb), scale_at(w, sb[q], kb));
+        for (int q = 0; q < k_pairs; ++q) st[q] = prepare_at<D>(w, sa[q], sb[q], kb, tables);
         for (int64_t k = kb; k < ke; k += 8)
             for (int q = 0; q < k_pairs; ++q) _mm512_storeu_ps(dst + q * pair_stride(n) + 2 * k, D::load16(ra[q], rb[q], k, st[q]));
     }

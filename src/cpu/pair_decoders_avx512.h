@@ -11,6 +11,8 @@
 // includes <immintrin.h> and cpu/weight_matrix.h first.
 #pragma once
 
+#include <type_traits>
+
 namespace tandem::cpu::detail::pair512 {
 
 // The scale of column k in a row whose scales start at srow, and where view row r's scales start.
@@ -82,7 +84,7 @@ struct fp4_pair {
     struct state {
         __m512 a, b;
     };
-    TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return k / 2; }
+    TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return k >> 1; }  // k ≥ 0: no sign fix-up
     TANDEM_AVX512_INLINE static state prepare(float sa, float sb) {
         const __m512 values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
                                              -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
@@ -92,8 +94,8 @@ struct fp4_pair {
         const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
         const __m512i upper = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
         int32_t wa, wb;
-        __builtin_memcpy(&wa, ra + k / 2, 4);
-        __builtin_memcpy(&wb, rb + k / 2, 4);
+        __builtin_memcpy(&wa, ra + (k >> 1), 4);
+        __builtin_memcpy(&wb, rb + (k >> 1), 4);
         const __m512i words = _mm512_mask_set1_epi32(_mm512_set1_epi32(wa), 0xff00, wb);
         // (nibble of the lane) | (16 in the upper half): 0xEA = (A & B) | C.
         const __m512i idx =
@@ -101,6 +103,15 @@ struct fp4_pair {
         return _mm512_permutex2var_ps(st.a, idx, st.b);
     }
 };
+
+// The FP4 tables of every E8M0 scale code, made once: entry c of code e = value(c) · 2^(e − 127)
+// (code 0: 2^-127), the product prepare() forms in registers — the same IEEE multiply, so the same
+// bits. Why: at one row a 32-column scale group costs the GEMV two broadcasts and two multiplies
+// per pair, a fifth of its vector operations; two 64-byte loads from L1 cost none of them.
+struct fp4_scale_tables {
+    alignas(64) float t[256][16];
+};
+const fp4_scale_tables& fp4_tables();  // few_rows_avx512.cpp
 
 // FP8: state = scale · 2^8 of output a in lanes 0-7, of output b in 8-15 (kernels_avx2.cpp's
 // e4m3_decoder: a sign-extended byte << 7, bit 14 cleared, is the value · 2^-8 as fp16).
@@ -122,6 +133,26 @@ struct fp8_pair {
         return _mm512_mul_ps(st.f, _mm512_cvtph_ps(h));
     }
 };
+
+// The state of pair (view rows whose scales start at sa, sb) for the scale group at column kb;
+// tables: fp4_tables() for FP4 with E8M0 scales (looked up once per kernel call, outside its loops:
+// a call inside them would spill every accumulator), else null.
+template <class D>
+TANDEM_AVX512_INLINE typename D::state prepare_at(const weight_matrix& w, const uint8_t* sa, const uint8_t* sb,
+                                                  int64_t kb, const fp4_scale_tables* tables) {
+    if constexpr (std::is_same_v<D, fp4_pair>) {
+        if (tables) {
+            const int64_t c = scale_col_of(w, kb);
+            return {_mm512_load_ps(tables->t[sa[c]]), _mm512_load_ps(tables->t[sb[c]])};
+        }
+    }
+    return D::prepare(scale_at(w, sa, kb), scale_at(w, sb, kb));
+}
+template <class D>
+inline const fp4_scale_tables* tables_for(const weight_matrix& w) {
+    if constexpr (std::is_same_v<D, fp4_pair>) return w.scale == scale_form::e8m0 ? &fp4_tables() : nullptr;
+    else return nullptr;
+}
 
 // Columns per scale group, as the AVX2 kernels step them (FP4 32, FP8 its block width); the
 // unscaled forms have one group over all of K8.
