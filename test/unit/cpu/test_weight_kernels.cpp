@@ -297,6 +297,29 @@ TEST_CASE("cpu weights: the AVX-512 scratch GEMM's column chunks, row blocks and
             }
 }
 
+TEST_CASE("cpu weights: FP4 with every E8M0 scale code gives the scalar bits (the AVX-512 kernels' table per code)") {
+    // few_rows_avx512.cpp and gemm_avx512.cpp read an FP4 scale group's signed values · scale from
+    // a table made once per code; code 0 (2^-127: subnormal products) to 254 must give the bits the
+    // scalar decode forms, at 1-3 rows (registers) and 4+ (scratch).
+    if (!avx512_cpu()) return;
+    const auto& scalar = detail::scalar_kernels();
+    const auto* t = detail::avx512_kernels();
+    const int64_t out = 24, cols = 256;
+    stored s = make_stored(weight_form::fp4_e2m1, scale_form::e8m0, out, cols, 32, 21);
+    for (size_t i = 0; i < s.scales.size(); ++i) s.scales[i] = static_cast<uint8_t>((i * 37) % 255);  // 0..254
+    std::mt19937 rng(17);
+    std::normal_distribution<float> nd;
+    for (int64_t rows : {1, 2, 3, 4, 16}) {
+        CAPTURE(rows);
+        std::vector<float> x(static_cast<size_t>(rows * cols));
+        for (auto& v : x) v = nd(rng);
+        std::vector<float> want(static_cast<size_t>(rows * out)), got(want.size(), -3.0f);
+        scalar.tile(x.data(), cols, rows, s.m, 0, out, want.data(), out);
+        t->tile(x.data(), cols, rows, s.m, 0, out, got.data(), out);
+        CHECK(same_bits(got.data(), want.data(), got.size()));
+    }
+}
+
 TEST_CASE("cpu weights: a linear_group gives each job the bits of its own linear, any thread count") {
     // Jobs of every form, row counts from 1 (a decode row routed to an expert) to 70 (more than
     // one row tile), some empty, outputs written at strides inside shared buffers.
