@@ -306,7 +306,11 @@ TEST_CASE("cpu weights: FP4 with every E8M0 scale code gives the scalar bits (th
     const auto* t = detail::avx512_kernels();
     const int64_t out = 24, cols = 256;
     stored s = make_stored(weight_form::fp4_e2m1, scale_form::e8m0, out, cols, 32, 21);
-    for (size_t i = 0; i < s.scales.size(); ++i) s.scales[i] = static_cast<uint8_t>((i * 37) % 255);  // 0..254
+    // Each output row one code for all its groups (row 0: code 0, so its sums are subnormal products
+    // alone), the codes spread over 0..254; the last rows mix codes across groups.
+    for (int64_t r = 0; r < out; ++r)
+        for (int64_t c = 0; c < s.m.scale_cols; ++c)
+            s.scales[size_t(r * s.m.scale_cols + c)] = static_cast<uint8_t>(r < 20 ? (r * 13) % 255 : (r * 37 + c * 91) % 255);
     std::mt19937 rng(17);
     std::normal_distribution<float> nd;
     for (int64_t rows : {1, 2, 3, 4, 16}) {
