@@ -23,11 +23,6 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-#include <immintrin.h>
-
-#define TANDEM_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
-#define TANDEM_AVX512_INLINE __attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) inline
-
 #include "cpu/pair_decoders_avx512.h"
 
 namespace tandem::cpu::detail {

@@ -7,11 +7,18 @@
 // kernels_avx2.cpp form for the same weight (unscaled forms: the exact value; FP8: the fp16
 // placement · 2^-8 times scale · 2^8; FP4: ±(magnitude · scale)), so every path keeps the bits.
 //
-// The includer defines TANDEM_AVX512_INLINE (target avx512f,avx2,fma,f16c + always_inline) and
-// includes <immintrin.h> and cpu/weight_matrix.h first.
+// Included by the AVX-512 translation units after cpu/kernels_internal.h, inside their x86-64 +
+// GCC guard; it defines their two function attributes.
 #pragma once
 
+#include <immintrin.h>
+
 #include <type_traits>
+
+#include "cpu/weight_matrix.h"
+
+#define TANDEM_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define TANDEM_AVX512_INLINE __attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) inline
 
 namespace tandem::cpu::detail::pair512 {
 
@@ -32,6 +39,13 @@ TANDEM_AVX512_INLINE const uint8_t* scale_row_of(const weight_matrix& w, int64_t
 // prepare(scale a, scale b) and load16(row a, row b, k, state).
 struct unscaled_state {};
 
+// What the unscaled forms share: no state.
+struct unscaled_pair {
+    static constexpr bool scaled = false;
+    using state = unscaled_state;
+    TANDEM_AVX512_INLINE static state prepare(float, float) { return {}; }
+};
+
 // Two 16-byte runs of one row each (columns k..k+7 of rows a and b) as the halves of a ymm.
 TANDEM_AVX512_INLINE __m256i two_runs(const uint8_t* ra, const uint8_t* rb, int64_t offset) {
     const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ra + offset));
@@ -39,12 +53,9 @@ TANDEM_AVX512_INLINE __m256i two_runs(const uint8_t* ra, const uint8_t* rb, int6
     return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
 }
 
-struct f32_pair {
-    static constexpr bool scaled = false;
+struct f32_pair : unscaled_pair {
     static constexpr int64_t line_mask = 15;
-    using state = unscaled_state;
     TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return 4 * k; }
-    TANDEM_AVX512_INLINE static state prepare(float, float) { return {}; }
     TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state&) {
         const __m256 lo = _mm256_loadu_ps(reinterpret_cast<const float*>(ra) + k);
         const __m256 hi = _mm256_loadu_ps(reinterpret_cast<const float*>(rb) + k);
@@ -52,23 +63,17 @@ struct f32_pair {
     }
 };
 
-struct bf16_pair {
-    static constexpr bool scaled = false;
+struct bf16_pair : unscaled_pair {
     static constexpr int64_t line_mask = 31;
-    using state = unscaled_state;
     TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return 2 * k; }
-    TANDEM_AVX512_INLINE static state prepare(float, float) { return {}; }
     TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state&) {
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(two_runs(ra, rb, 2 * k)), 16));
     }
 };
 
-struct f16_pair {
-    static constexpr bool scaled = false;
+struct f16_pair : unscaled_pair {
     static constexpr int64_t line_mask = 31;
-    using state = unscaled_state;
     TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return 2 * k; }
-    TANDEM_AVX512_INLINE static state prepare(float, float) { return {}; }
     TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state&) {
         return _mm512_cvtph_ps(two_runs(ra, rb, 2 * k));
     }

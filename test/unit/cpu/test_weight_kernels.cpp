@@ -91,6 +91,13 @@ std::vector<float> expand(const weight_matrix& m) {
 
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * 4) == 0; }
 
+// A weight form with its scales (block: FP8's block width and height; FP4's is always 32).
+struct form_case {
+    weight_form form;
+    scale_form scale;
+    int64_t block;
+};
+
 }  // namespace
 
 TEST_CASE("cpu weights: every stored code decodes exactly") {
@@ -142,12 +149,18 @@ static bool avx512_cpu() {
 #endif
 }
 
+// The AVX-512 table's tile on `rows` random rows of x against all of m's outputs: the scalar bits?
+static bool avx512_tile_gives_scalar_bits(const weight_matrix& m, int64_t rows, std::mt19937& rng) {
+    std::normal_distribution<float> nd;
+    std::vector<float> x(static_cast<size_t>(rows * m.cols));
+    for (auto& v : x) v = nd(rng);
+    std::vector<float> want(static_cast<size_t>(rows * m.rows)), got(want.size(), -3.0f);
+    detail::scalar_kernels().tile(x.data(), m.cols, rows, m, 0, m.rows, want.data(), m.rows);
+    detail::avx512_kernels()->tile(x.data(), m.cols, rows, m, 0, m.rows, got.data(), m.rows);
+    return same_bits(got.data(), want.data(), got.size());
+}
+
 TEST_CASE("cpu weights: stored forms match their fp32 expansion bitwise, any batch, thread count or ISA") {
-    struct form_case {
-        weight_form form;
-        scale_form scale;
-        int64_t block;
-    };
     const form_case cases[] = {{weight_form::f32, scale_form::none, 1},      {weight_form::bf16, scale_form::none, 1},
                                {weight_form::f16, scale_form::none, 1},      {weight_form::fp8_e4m3, scale_form::e8m0, 128},
                                {weight_form::fp8_e4m3, scale_form::e8m0, 16}, {weight_form::fp8_e4m3, scale_form::f32, 32},
@@ -227,11 +240,6 @@ TEST_CASE("cpu weights: the SIMD tiles' page-strided output groups give the scal
     if (detail::avx2_kernels()) tiles.push_back(detail::avx2_kernels());
     if (avx512_cpu()) tiles.push_back(detail::avx512_kernels());
     if (tiles.empty()) return;
-    struct form_case {
-        weight_form form;
-        scale_form scale;
-        int64_t block;
-    };
     const form_case cases[] = {{weight_form::f32, scale_form::none, 1}, {weight_form::bf16, scale_form::none, 1},
                                {weight_form::f16, scale_form::none, 1}, {weight_form::fp8_e4m3, scale_form::e8m0, 128},
                                {weight_form::fp4_e2m1, scale_form::e8m0, 32}};
@@ -266,18 +274,10 @@ TEST_CASE("cpu weights: the AVX-512 scratch GEMM's column chunks, row blocks and
     // without a tail that is not a multiple of 8), every block split from 4 to 19 rows, output
     // counts that end in a partial group.
     if (!avx512_cpu()) return;
-    const auto& scalar = detail::scalar_kernels();
-    const auto* t = detail::avx512_kernels();
-    struct form_case {
-        weight_form form;
-        scale_form scale;
-        int64_t block;
-    };
     const form_case cases[] = {{weight_form::f32, scale_form::none, 1},       {weight_form::bf16, scale_form::none, 1},
                                {weight_form::f16, scale_form::none, 1},       {weight_form::fp8_e4m3, scale_form::e8m0, 128},
                                {weight_form::fp8_e4m3, scale_form::f32, 96},  {weight_form::fp4_e2m1, scale_form::e8m0, 32}};
     std::mt19937 rng(13);
-    std::normal_distribution<float> nd;
     for (const auto& fc : cases)
         for (int64_t cols : {1024, 1030, 1536})
             for (int64_t out : {13, 40}) {
@@ -287,12 +287,7 @@ TEST_CASE("cpu weights: the AVX-512 scratch GEMM's column chunks, row blocks and
                     CAPTURE(cols);
                     CAPTURE(out);
                     CAPTURE(rows);
-                    std::vector<float> x(static_cast<size_t>(rows * cols));
-                    for (auto& v : x) v = nd(rng);
-                    std::vector<float> want(static_cast<size_t>(rows * out)), got(want.size(), -3.0f);
-                    scalar.tile(x.data(), cols, rows, s.m, 0, out, want.data(), out);
-                    t->tile(x.data(), cols, rows, s.m, 0, out, got.data(), out);
-                    CHECK(same_bits(got.data(), want.data(), got.size()));
+                    CHECK(avx512_tile_gives_scalar_bits(s.m, rows, rng));
                 }
             }
 }
@@ -302,8 +297,6 @@ TEST_CASE("cpu weights: FP4 with every E8M0 scale code gives the scalar bits (th
     // a table made once per code; code 0 (2^-127: subnormal products) to 254 must give the bits the
     // scalar decode forms, at 1-3 rows (registers) and 4+ (scratch).
     if (!avx512_cpu()) return;
-    const auto& scalar = detail::scalar_kernels();
-    const auto* t = detail::avx512_kernels();
     const int64_t out = 24, cols = 256;
     stored s = make_stored(weight_form::fp4_e2m1, scale_form::e8m0, out, cols, 32, 21);
     // Each output row one code for all its groups (row 0: code 0, so its sums are subnormal products
@@ -312,15 +305,9 @@ TEST_CASE("cpu weights: FP4 with every E8M0 scale code gives the scalar bits (th
         for (int64_t c = 0; c < s.m.scale_cols; ++c)
             s.scales[size_t(r * s.m.scale_cols + c)] = static_cast<uint8_t>(r < 20 ? (r * 13) % 255 : (r * 37 + c * 91) % 255);
     std::mt19937 rng(17);
-    std::normal_distribution<float> nd;
     for (int64_t rows : {1, 2, 3, 4, 16}) {
         CAPTURE(rows);
-        std::vector<float> x(static_cast<size_t>(rows * cols));
-        for (auto& v : x) v = nd(rng);
-        std::vector<float> want(static_cast<size_t>(rows * out)), got(want.size(), -3.0f);
-        scalar.tile(x.data(), cols, rows, s.m, 0, out, want.data(), out);
-        t->tile(x.data(), cols, rows, s.m, 0, out, got.data(), out);
-        CHECK(same_bits(got.data(), want.data(), got.size()));
+        CHECK(avx512_tile_gives_scalar_bits(s.m, rows, rng));
     }
 }
 
