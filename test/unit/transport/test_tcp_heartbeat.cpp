@@ -151,12 +151,15 @@ TEST_CASE("tcp heartbeat: a silent prefill peer is declared lost; it is picked u
     auto c = make_dialler(layout, listener.port);
     REQUIRE(c->start(ec.events()).is_ok());
     auto silent = listener.accept_one();
+    // A lower bound of when the link got ready (its silence clock starts then, on the loop
+    // thread, before the test can see the ready event: a clock read after that event could be
+    // a few ms late and make an on-time loss look early — it did once in CI, 399 ms).
+    const int64_t before_ready = monotonic_ms();
     silent->handshake(pd_handshake(topo::pd_role::prefill, layout));
     REQUIRE(ec.wait([&] { return ec.ready.size() == 1; }));
-    const int64_t ready_at = monotonic_ms();
     // The peer now neither reads nor writes; its socket stays open.
     REQUIRE(ec.wait([&] { return !ec.lost.empty(); }));
-    CHECK(monotonic_ms() - ready_at >= k_timeout_ms);  // never before the timeout
+    CHECK(monotonic_ms() - before_ready >= k_timeout_ms);  // never before the timeout
     {
         std::lock_guard lock(ec.mu);
         CHECK_MESSAGE(is_heartbeat_loss(ec.lost[0].second), ec.lost[0].second.message());
