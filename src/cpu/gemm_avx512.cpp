@@ -8,9 +8,16 @@
 // (two rows per register) from L2 at 32 bytes a cycle. Here the decode pass is separate: it reads
 // each weight once (a 16-row batch decodes a weight once instead of twice, a 60-row prefill tile
 // once instead of eight times) and writes [w(a, k..k+7) | w(b, k..k+7)] runs into scratch; the FMA
-// pass then only loads: four such runs (plain loads from L1), six rows' x[k..k+7] (broadcast
-// loads, no packing), 24 FMAs. While the FMA pass runs, the next output group's weights are
-// prefetched into L2, so memory and arithmetic overlap instead of taking turns.
+// pass then only loads: eight such runs (plain loads from L1, each into a register once and used
+// by every row of the block), three rows' x[k..k+7] (broadcast loads, no packing), 24 FMAs. While
+// the FMA pass runs, the next output group's weights are prefetched into L2, so memory and
+// arithmetic overlap instead of taking turns.
+//
+// Why 16 outputs × 3 rows, not 8 × 6: a tile's x rows (60 × 512 columns: 120 KB) live in L2, and
+// each 32-byte x load feeds one FMA per pair of the group — 8 bytes from L2 per FMA with four
+// pairs held the FMA loop at ~0.7 of the core's peak (0.95 with x in L1), 4 bytes with eight pairs
+// reach ~0.95 (a standalone loop over 60 rows, 3 December). A scratch run used as a memory operand
+// of each row's FMA ran at half that speed on this Xeon; loaded once into a register it does not.
 //
 // Order: each (row, output) accumulator is one half of a zmm and sees exactly the fmas of the
 // AVX2 kernels' ymm accumulator (lane l: k ≡ l mod 8, ascending k — the k loop is split into
@@ -25,6 +32,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
+#include <cstdint>
 #include <vector>
 
 #include "cpu/pair_decoders_avx512.h"
@@ -39,17 +47,17 @@ namespace {
 
 using namespace pair512;
 
-constexpr int k_pairs = 4;        // output pairs per group: 8 outputs
-constexpr int k_rows = 6;         // rows per FMA block: 24 accumulators + 4 weights + 1 x of 32 registers
-constexpr int64_t k_chunk = 512;  // columns per decode chunk: 4 pairs × 512 × 8 B = 16 KB of scratch
+constexpr int k_pairs = 8;        // output pairs per group: 16 outputs
+constexpr int k_rows = 3;         // rows per FMA block: 24 accumulators + 3 x + 1 weight run of 32 registers
+constexpr int64_t k_chunk = 512;  // columns per decode chunk: 8 pairs × 512 × 8 B = 32 KB of scratch
 
-// One output group: pairs (a[q], b[q]), q < 4 — eight outputs, consecutive (`contiguous`) or one
-// page apart (see gemm_form). A group of fewer than 8 outputs repeats its last one in the missing
+// One output group: pairs (a[q], b[q]), q < 8 — sixteen outputs, consecutive (`contiguous`) or one
+// page apart (see gemm_form). A group of fewer than 16 outputs repeats its last one in the missing
 // places: those results are the same bits written to the same output again, so every group runs
-// the full 4-pair kernels.
+// the full 8-pair kernels.
 struct group {
     int64_t a[k_pairs], b[k_pairs];
-    bool full_contiguous = false;  // outputs a[0], b[0], a[1], … are a[0] + 0, 1, 2, …, 7
+    bool full_contiguous = false;  // outputs a[0], b[0], a[1], … are a[0] + 0, 1, 2, …, 15
 };
 
 group consecutive_group(int64_t o, int64_t o1) {
@@ -95,63 +103,67 @@ TANDEM_AVX512_INLINE void store_acc(const __m512 (&a)[R][k_pairs], float* acc) {
     for (int r = 0; r < R; ++r)
         for (int q = 0; q < k_pairs; ++q) _mm512_storeu_ps(acc + 16 * (r * k_pairs + q), a[r][q]);
 }
+// Scratch: pair q's run for column k of the chunk starting at k0 at scratch + q·k_pair_stride +
+// 2(k − k0), the stride fixed (so every run is a constant displacement from one pointer) with one
+// 64-byte line more than the runs: with 2·512 floats exactly (4 KB) the pairs' runs of a column step
+// fell into the same L1 set, beside the x rows (4 KB apart too).
+constexpr int64_t k_pair_stride = 2 * k_chunk + 16;
+constexpr int64_t k_scratch_floats = k_pairs * k_pair_stride;
+
 template <int R>
-TANDEM_AVX512_INLINE void fma_step(__m512 (&a)[R][k_pairs], const __m512 (&wv)[k_pairs], const float* x, int64_t xs,
-                                   int64_t k) {
-    for (int r = 0; r < R; ++r) {
-        const __m512 xv = x_both_halves(x + r * xs + k);
-        for (int q = 0; q < k_pairs; ++q) a[r][q] = _mm512_fmadd_ps(xv, wv[q], a[r][q]);
-    }
+TANDEM_AVX512_INLINE void fma_rows(__m512 (&a)[R][k_pairs], int q, __m512 wv, const __m512 (&xv)[R]) {
+    for (int r = 0; r < R; ++r) a[r][q] = _mm512_fmadd_ps(xv[r], wv, a[r][q]);
+}
+template <int R>
+TANDEM_AVX512_INLINE void load_x(__m512 (&xv)[R], const float* x, int64_t xs, int64_t k) {
+    for (int r = 0; r < R; ++r) xv[r] = x_both_halves(x + r * xs + k);
 }
 
-// Scratch: pair q's run for column k of the chunk [k0, k0 + n) at scratch + q·pair_stride(n) +
-// 2(k − k0). One 64-byte line more than the runs: with 2n floats exactly (4 KB at n = 512) the four
-// pairs' runs of a column step fell into the same L1 set, beside the x rows (4 KB apart too).
-TANDEM_AVX512_INLINE int64_t pair_stride(int64_t n) { return 2 * n + 16; }
-
-// Decodes the chunk's columns [k0, k1) (k0 a multiple of the scale group) of the group's pairs
-// into scratch: the scaled forms, whose per-group states leave no registers for a fused block.
+// Decodes the chunk's columns [k0, k1) of the group's pairs into scratch: the scaled forms, whose
+// per-group states leave no registers for a fused block. A scale group may straddle two chunks
+// (a block wider than k_chunk, or one that does not divide it): each part takes its group's state.
 template <class D>
 TANDEM_AVX512 void decode_chunk(const weight_matrix& w, const group& g, int64_t k0, int64_t k1, int64_t k8,
                                 float* scratch) {
-    const int64_t block = group_of<D>(w, k8), n = k1 - k0;
+    const int64_t block = group_of<D>(w, k8);
     const fp4_scale_tables* tables = tables_for<D>(w);
     const uint8_t *ra[k_pairs], *rb[k_pairs], *sa[k_pairs], *sb[k_pairs];
     for (int q = 0; q < k_pairs; ++q) {
         ra[q] = w.row_ptr(g.a[q]), rb[q] = w.row_ptr(g.b[q]);
         sa[q] = scale_row_of(w, g.a[q]), sb[q] = scale_row_of(w, g.b[q]);
     }
-    // The four pairs side by side (FP4's scale group is only 4 column steps: four independent
-    // decode chains per step keep the vector pipes busy, one pair at a time left them waiting).
+    // The pairs side by side (FP4's scale group is only 4 column steps: independent decode
+    // chains per step keep the vector pipes busy, one pair at a time left them waiting).
     float* dst = scratch - 2 * k0;
-    for (int64_t kb = k0; kb < k1; kb += block) {
-        const int64_t ke = kb + block < k1 ? kb + block : k1;
+    for (int64_t kb = k0; kb < k1;) {
+        const int64_t group_end = (kb / block + 1) * block, ke = group_end < k1 ? group_end : k1;
         typename D::state st[k_pairs];
         for (int q = 0; q < k_pairs; ++q) st[q] = prepare_at<D>(w, sa[q], sb[q], kb, tables);
         for (int64_t k = kb; k < ke; k += 8)
-            for (int q = 0; q < k_pairs; ++q) _mm512_storeu_ps(dst + q * pair_stride(n) + 2 * k, D::load16(ra[q], rb[q], k, st[q]));
+            for (int q = 0; q < k_pairs; ++q) _mm512_storeu_ps(dst + q * k_pair_stride + 2 * k, D::load16(ra[q], rb[q], k, st[q]));
+        kb = ke;
     }
 }
 
-// The first row block of an unscaled form: decodes each column step's four runs, keeps them in
-// scratch for the other row blocks and uses them at once — the decode's loads and stores hide
-// among this block's FMAs instead of being a pass of their own.
+// The first row block of an unscaled form: decodes each column step's runs, keeps them in scratch
+// for the other row blocks and uses them at once — the decode's loads and stores hide among this
+// block's FMAs instead of being a pass of their own.
 template <class D, int R>
 TANDEM_AVX512 void decode_fma_chunk(const weight_matrix& w, const group& g, int64_t k0, int64_t k1, const float* x,
                                     int64_t xs, float* scratch, float* acc, prefetcher& pf) {
     const uint8_t *ra[k_pairs], *rb[k_pairs];
     for (int q = 0; q < k_pairs; ++q) ra[q] = w.row_ptr(g.a[q]), rb[q] = w.row_ptr(g.b[q]);
-    const int64_t n = k1 - k0;
     __m512 a[R][k_pairs];
     load_acc<R>(a, acc);
     for (int64_t k = k0; k < k1; k += 8) {
         pf.step();
-        __m512 wv[k_pairs];
+        __m512 xv[R];
+        load_x<R>(xv, x, xs, k);
         for (int q = 0; q < k_pairs; ++q) {
-            wv[q] = D::load16(ra[q], rb[q], k, {});
-            _mm512_storeu_ps(scratch + q * pair_stride(n) + 2 * (k - k0), wv[q]);
+            const __m512 wv = D::load16(ra[q], rb[q], k, {});
+            _mm512_storeu_ps(scratch + q * k_pair_stride + 2 * (k - k0), wv);
+            fma_rows<R>(a, q, wv, xv);
         }
-        fma_step<R>(a, wv, x, xs, k);
     }
     store_acc<R>(a, acc);
 }
@@ -164,9 +176,13 @@ TANDEM_AVX512 void fma_chunk(const float* x, int64_t xs, const float* scratch, i
     load_acc<R>(a, acc);
     for (int64_t s = 0; s < n; s += 8) {
         pf.step();
-        __m512 wv[k_pairs];
-        for (int q = 0; q < k_pairs; ++q) wv[q] = _mm512_loadu_ps(scratch + q * pair_stride(n) + 2 * s);
-        fma_step<R>(a, wv, x, xs, k0 + s);
+        __m512 xv[R];
+        load_x<R>(xv, x, xs, k0 + s);
+        for (int q = 0; q < k_pairs; ++q) {
+            __m512 wv = _mm512_loadu_ps(scratch + q * k_pair_stride + 2 * s);
+            asm("" : "+v"(wv));
+            fma_rows<R>(a, q, wv, xv);
+        }
     }
     store_acc<R>(a, acc);
 }
@@ -174,9 +190,6 @@ TANDEM_AVX512 void fma_chunk(const float* x, int64_t xs, const float* scratch, i
 TANDEM_AVX512 void fma_block(int rows, const float* x, int64_t xs, const float* scratch, int64_t k0, int64_t n,
                              float* acc, prefetcher& pf) {
     switch (rows) {
-        case 6: return fma_chunk<6>(x, xs, scratch, k0, n, acc, pf);
-        case 5: return fma_chunk<5>(x, xs, scratch, k0, n, acc, pf);
-        case 4: return fma_chunk<4>(x, xs, scratch, k0, n, acc, pf);
         case 3: return fma_chunk<3>(x, xs, scratch, k0, n, acc, pf);
         case 2: return fma_chunk<2>(x, xs, scratch, k0, n, acc, pf);
         default: return fma_chunk<1>(x, xs, scratch, k0, n, acc, pf);
@@ -187,9 +200,6 @@ template <class D>
 TANDEM_AVX512 void decode_fma_block(int rows, const weight_matrix& w, const group& g, int64_t k0, int64_t k1,
                                     const float* x, int64_t xs, float* scratch, float* acc, prefetcher& pf) {
     switch (rows) {
-        case 6: return decode_fma_chunk<D, 6>(w, g, k0, k1, x, xs, scratch, acc, pf);
-        case 5: return decode_fma_chunk<D, 5>(w, g, k0, k1, x, xs, scratch, acc, pf);
-        case 4: return decode_fma_chunk<D, 4>(w, g, k0, k1, x, xs, scratch, acc, pf);
         case 3: return decode_fma_chunk<D, 3>(w, g, k0, k1, x, xs, scratch, acc, pf);
         case 2: return decode_fma_chunk<D, 2>(w, g, k0, k1, x, xs, scratch, acc, pf);
         default: return decode_fma_chunk<D, 1>(w, g, k0, k1, x, xs, scratch, acc, pf);
@@ -220,26 +230,35 @@ TANDEM_AVX512_INLINE __m512 reduce_two_rows(const float* v, const float* u) {
     return _mm512_permutexvar_ps(order, sum);
 }
 
+// Where a row pair's 16 results of half h of the group go, relative to row r's outputs (a
+// group one page apart): [row r outputs 8h..8h + 7 | row r + 1 the same].
+TANDEM_AVX512_INLINE __m512i places_of(const group& g, int64_t ys, int64_t o0, int h) {
+    alignas(64) int32_t at[16];
+    for (int row = 0; row < 2; ++row)
+        for (int j = 0; j < 8; ++j)
+            at[8 * row + j] = static_cast<int32_t>(row * ys + ((j & 1 ? g.b : g.a)[4 * h + j / 2] - o0));
+    return _mm512_load_si512(at);
+}
+
 // The results of the group's rows: each output's hsum, the scalar tail, stored at its place.
+// Row pairs go through reduce_two_rows a half group (four pairs, eight outputs) at a time.
 TANDEM_AVX512 void finish(const weight_matrix& w, const group& g, int64_t rows, const float* x, int64_t xs,
                           const float* acc, float* y, int64_t ys, int64_t o0) {
     const int64_t K = w.cols, K8 = K & ~int64_t{7};
     int64_t r = 0;
-    // Where a row pair's 16 results go, relative to row r's outputs (a group one page apart).
-    const auto at = [&](int j, int row) { return static_cast<int>(row * ys + ((j & 1 ? g.b : g.a)[j / 2] - o0)); };
-    const __m512i places = _mm512_setr_epi32(at(0, 0), at(1, 0), at(2, 0), at(3, 0), at(4, 0), at(5, 0), at(6, 0),
-                                             at(7, 0), at(0, 1), at(1, 1), at(2, 1), at(3, 1), at(4, 1), at(5, 1),
-                                             at(6, 1), at(7, 1));
+    const __m512i places[2] = {places_of(g, ys, o0, 0), places_of(g, ys, o0, 1)};
     if (K8 == K)
-        for (; r + 2 <= rows; r += 2) {
-            const __m512 both = reduce_two_rows(acc + 16 * k_pairs * r, acc + 16 * k_pairs * (r + 1));
-            if (g.full_contiguous) {
-                _mm256_storeu_ps(y + r * ys + (g.a[0] - o0), low_half(both));
-                _mm256_storeu_ps(y + (r + 1) * ys + (g.a[0] - o0), high_half(both));
-                continue;
+        for (; r + 2 <= rows; r += 2)
+            for (int h = 0; h < 2; ++h) {
+                const __m512 both =
+                    reduce_two_rows(acc + 16 * (k_pairs * r + 4 * h), acc + 16 * (k_pairs * (r + 1) + 4 * h));
+                if (g.full_contiguous) {
+                    _mm256_storeu_ps(y + r * ys + (g.a[0] + 8 * h - o0), low_half(both));
+                    _mm256_storeu_ps(y + (r + 1) * ys + (g.a[0] + 8 * h - o0), high_half(both));
+                    continue;
+                }
+                _mm512_i32scatter_ps(y + r * ys, places[h], both, 4);
             }
-            _mm512_i32scatter_ps(y + r * ys, places, both, 4);
-        }
     for (; r < rows; ++r)
         for (int q = 0; q < k_pairs; ++q) {
             const __m512 v = _mm512_loadu_ps(acc + 16 * (r * k_pairs + q));
@@ -253,32 +272,23 @@ TANDEM_AVX512 void finish(const weight_matrix& w, const group& g, int64_t rows, 
         }
 }
 
-// Columns per decode chunk: k_chunk rounded to whole scale groups (a chunk never splits one).
-template <class D>
-TANDEM_AVX512_INLINE int64_t chunk_of(const weight_matrix& w, int64_t k8) {
-    const int64_t block = group_of<D>(w, k8);
-    if constexpr (!D::scaled) return k_chunk;
-    else return block >= k_chunk ? block : k_chunk / block * block;
-}
-
 // One group over all columns: per chunk the decode (fused into the first row block for unscaled
-// forms) and every row block's FMAs, then the results. acc_all: rows × 4 accumulators (16 floats
+// forms) and every row block's FMAs, then the results. acc_all: rows × 8 accumulators (16 floats
 // each), kept across chunks; pf: what to prefetch meanwhile.
 template <class D>
 TANDEM_AVX512 void run_group(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, const group& g,
                              prefetcher pf, float* y, int64_t ys, int64_t o0, float* scratch, float* acc_all) {
     const int64_t K8 = w.cols & ~int64_t{7};
-    const int64_t chunk = chunk_of<D>(w, K8);
     for (int64_t i = 0; i < rows * k_pairs; ++i) _mm512_storeu_ps(acc_all + 16 * i, _mm512_setzero_ps());
-    // Rows in blocks of at most six, as even as possible (8 rows: 4 + 4, not 6 + 2, whose two-row
+    // Rows in blocks of at most three, as even as possible (4 rows: 2 + 2, not 3 + 1, whose one-row
     // block has too few independent FMA chains to fill the pipes).
     const int64_t blocks = (rows + k_rows - 1) / k_rows, base = rows / blocks, extra = rows % blocks;
     const auto block_rows = [&](int64_t b) { return static_cast<int>(base + (b < extra ? 1 : 0)); };
     // Spread evenly: a burst of prefetches waits for line-fill buffers and stalls the FMAs.
     const int64_t steps = (K8 / 8) * blocks, lines = (pf.end - pf.next + 63) / 64;
     pf.lines = static_cast<int>(steps > 0 ? (lines + steps - 1) / steps : 1);
-    for (int64_t k0 = 0; k0 < K8; k0 += chunk) {
-        const int64_t k1 = k0 + chunk < K8 ? k0 + chunk : K8;
+    for (int64_t k0 = 0; k0 < K8; k0 += k_chunk) {
+        const int64_t k1 = k0 + k_chunk < K8 ? k0 + k_chunk : K8;
         int64_t b = 0, r = 0;
         if constexpr (D::scaled) {
             decode_chunk<D>(w, g, k0, k1, K8, scratch);
@@ -293,10 +303,10 @@ TANDEM_AVX512 void run_group(const float* x, int64_t xs, int64_t rows, const wei
 }
 
 // The tile. Rows shorter than a 4 KB page (bf16 K = 1024: 2 KB) are grouped one per page, as the
-// AVX2 and the GEMV kernels do: 8 outputs s = 4096 / row bytes apart, then the next 8 one row on,
-// so after s groups 8 whole pages were read, each in ascending order, and the L2 streamer runs
-// ahead within each (with eight consecutive rows a page held two or more interleaved row streams
-// and the streamer found none to follow). Each group prefetches its share of the next 8 pages.
+// AVX2 and the GEMV kernels do: 16 outputs s = 4096 / row bytes apart, then the next 16 one row on,
+// so after s groups 16 whole pages were read, each in ascending order, and the L2 streamer runs
+// ahead within each (with consecutive rows a page held two or more interleaved row streams and the
+// streamer found none to follow). Each group prefetches its share of the next 16 pages.
 template <class D>
 TANDEM_AVX512 void gemm_form(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0,
                              int64_t o1, float* y, int64_t ys, float* scratch, float* acc_all) {
@@ -327,18 +337,23 @@ void gemm_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& 
                  int64_t ys) {
     thread_local std::vector<float> scratch;
     thread_local std::vector<float> acc;
-        // A scaled form's chunk may be one whole scale group wider than k_chunk.
-    const int64_t widest = w.block_cols > k_chunk ? w.block_cols : k_chunk;
-    if (scratch.size() < static_cast<size_t>(k_pairs * (2 * widest + 16))) scratch.resize(static_cast<size_t>(k_pairs * (2 * widest + 16)));
-    if (acc.size() < static_cast<size_t>(16 * rows * k_pairs)) acc.resize(static_cast<size_t>(16 * rows * k_pairs));
+    // 64-byte aligned: a zmm load across two cache lines costs two (std::vector's storage is
+    // aligned to 16 bytes only).
+    if (scratch.size() < static_cast<size_t>(k_scratch_floats + 16)) scratch.resize(static_cast<size_t>(k_scratch_floats + 16));
+    if (acc.size() < static_cast<size_t>(16 * rows * k_pairs + 16)) acc.resize(static_cast<size_t>(16 * rows * k_pairs + 16));
+    const auto aligned = [](std::vector<float>& v) {
+        return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
+    };
+    float* const scratch_at = aligned(scratch);
+    float* const acc_at = aligned(acc);
     switch (w.form) {
-        case weight_form::f32: return gemm_form<f32_pair>(x, xs, rows, w, o0, o1, y, ys, scratch.data(), acc.data());
-        case weight_form::bf16: return gemm_form<bf16_pair>(x, xs, rows, w, o0, o1, y, ys, scratch.data(), acc.data());
-        case weight_form::f16: return gemm_form<f16_pair>(x, xs, rows, w, o0, o1, y, ys, scratch.data(), acc.data());
+        case weight_form::f32: return gemm_form<f32_pair>(x, xs, rows, w, o0, o1, y, ys, scratch_at, acc_at);
+        case weight_form::bf16: return gemm_form<bf16_pair>(x, xs, rows, w, o0, o1, y, ys, scratch_at, acc_at);
+        case weight_form::f16: return gemm_form<f16_pair>(x, xs, rows, w, o0, o1, y, ys, scratch_at, acc_at);
         case weight_form::fp8_e4m3:
-            return gemm_form<fp8_pair>(x, xs, rows, w, o0, o1, y, ys, scratch.data(), acc.data());
+            return gemm_form<fp8_pair>(x, xs, rows, w, o0, o1, y, ys, scratch_at, acc_at);
         case weight_form::fp4_e2m1:
-            return gemm_form<fp4_pair>(x, xs, rows, w, o0, o1, y, ys, scratch.data(), acc.data());
+            return gemm_form<fp4_pair>(x, xs, rows, w, o0, o1, y, ys, scratch_at, acc_at);
     }
 }
 
