@@ -2,7 +2,8 @@
 // divided by a ceiling measured in the same run on the same threads (machine_limits.h):
 //   prefill (compute-bound):  achieved FLOP/s ÷ the FMA peak (theoretical peak printed beside it)
 //   batch-1 decode (memory):  weight bytes read per second ÷ STREAM-like read bandwidth
-//   batch-B decode:           tokens/s ÷ batch-1 tokens/s at the same context
+//   batch-B decode:           tokens/s ÷ batch-1 tokens/s at the same context, beside the ratio a
+//                             roofline allows (see batch_ceiling)
 // Each figure also prints the cores it used (process CPU seconds ÷ wall seconds): on a shared
 // machine that says how much of the threads the figure actually got.
 // Rounds are interleaved (prefill, batch 1, batch B, then again) and the best of each is kept:
@@ -84,10 +85,15 @@ double active_weights_per_token(const model::model_config& c) {
     return w + double(c.vocab_size) * d;  // head
 }
 
-// Stored bytes one batch-1 decode token reads (see the file comment).
-double bytes_read_per_token(const model::model_config& c, const model::checkpoint& ck) {
+// Stored bytes one decode step of B sequences reads (see the file comment): every routed expert
+// some sequence of the step picked — with routing spread uniformly, a fraction 1 − (1 − k/E)^B of
+// them (B = 1: k/E).
+double bytes_read_per_step(const model::model_config& c, const model::checkpoint& ck, int64_t B) {
     double bytes = 0;
-    const double routed = double(c.num_experts_per_tok) / double(c.n_routed_experts);
+    const double unused = 1.0 - double(c.num_experts_per_tok) / double(c.n_routed_experts);
+    double unused_by_all = 1.0;
+    for (int64_t i = 0; i < B; ++i) unused_by_all *= unused;
+    const double routed = 1.0 - unused_by_all;
     for (const auto& [name, view] : ck.tensors()) {
         auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
         if (name.rfind("mtp.", 0) == 0 || has("embed") || has("tid2eid")) continue;
@@ -95,6 +101,29 @@ double bytes_read_per_token(const model::model_config& c, const model::checkpoin
         bytes += double(view->nbytes) * (expert ? routed : 1.0);
     }
     return bytes;
+}
+
+// What a roofline allows the batch-B ÷ batch-1 ratio to reach on this machine: each step takes at
+// least max(bytes it reads ÷ read bandwidth, its FLOPs ÷ FMA peak) — memory and arithmetic
+// overlapped perfectly — so the ratio is at most B · floor(1) ÷ floor(B). A batch reads more than
+// batch 1 (the union of the experts its sequences picked), which bounds the ratio well below B.
+struct batch_ceiling {
+    double ratio = 0, bytes = 0, flops = 0;
+    bool memory_bound = true;
+};
+batch_ceiling ceiling_of(const model::model_config& c, const model::checkpoint& ck, int64_t B, double weights,
+                         double peak_flops, double bandwidth) {
+    const auto floor_of = [&](int64_t b, batch_ceiling& out) {
+        out.bytes = bytes_read_per_step(c, ck, b);
+        out.flops = 2.0 * weights * double(b);
+        const double t_mem = out.bytes / bandwidth, t_fma = out.flops / peak_flops;
+        out.memory_bound = t_mem >= t_fma;
+        return std::max(t_mem, t_fma);
+    };
+    batch_ceiling one, many;
+    const double t1 = floor_of(1, one), tB = floor_of(B, many);
+    many.ratio = double(B) * t1 / tB;
+    return many;
 }
 
 struct figures {
@@ -240,7 +269,7 @@ int main(int argc, char** argv) {
         }
     }
 
-    const double w = active_weights_per_token(c), bytes = bytes_read_per_token(c, *ck);
+    const double w = active_weights_per_token(c), bytes = bytes_read_per_step(c, *ck, 1);
     std::printf("model %s: hidden %lld, layers %lld, vocab %lld, %.1f M active weights/token, %.1f MB read per "
                 "decode token, threads %d, kernels %s\n",
                 dir.c_str(), (long long)c.hidden_size, (long long)c.num_hidden_layers, (long long)c.vocab_size,
@@ -259,11 +288,18 @@ int main(int argc, char** argv) {
                 "(cores used %.2f)\n",
                 (long long)context, best.decode1_tps, bytes * best.decode1_tps / 1e9,
                 bytes * best.decode1_tps / bw.read_bytes_per_s, best.decode1_cpu);
-    if (batch > 1)
+    if (batch > 1) {
+        const double ratio = best.decodeB_tps / best.decode1_tps;
         std::printf("decode batch %lld (context %lld): %.2f tok/s = %.2f x batch 1 (cores used %.2f; per CPU "
                     "second %.2f x batch 1)\n",
-                    (long long)batch, (long long)context, best.decodeB_tps, best.decodeB_tps / best.decode1_tps,
-                    best.decodeB_cpu, (best.decodeB_tps / best.decodeB_cpu) / (best.decode1_tps / best.decode1_cpu));
+                    (long long)batch, (long long)context, best.decodeB_tps, ratio, best.decodeB_cpu,
+                    (best.decodeB_tps / best.decodeB_cpu) / (best.decode1_tps / best.decode1_cpu));
+        const batch_ceiling ceil = ceiling_of(c, *ck, batch, w, peak.measured_flops, bw.read_bytes_per_s);
+        std::printf("decode batch %lld ceiling: %.2f x batch 1 (roofline: a step reads %.1f MB with routing spread "
+                    "uniformly and does %.2f GFLOP, %s-bound); measured = %.2f of it\n",
+                    (long long)batch, ceil.ratio, ceil.bytes / 1e6, ceil.flops / 1e9,
+                    ceil.memory_bound ? "memory" : "compute", ratio / ceil.ratio);
+    }
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
     return 0;
 }
