@@ -1,5 +1,5 @@
-// cpu/few_rows_avx512.cpp — one to three rows (a decode step's GEMV; the 2-3 rows a batched step
-// routes to one expert) against FP4 e2m1 or FP8 e4m3 weights, AVX-512F.
+// cpu/few_rows_avx512.cpp — one to eight rows (a decode step's GEMV; the few rows a batched step
+// or a short prefill routes to one expert) against FP4 e2m1 or FP8 e4m3 weights, AVX-512F.
 //
 // Why: with AVX2 each 8 quantized weights cost five or six vector operations before their fma
 // (FP4: a broadcast, a variable shift, a permute, three sign operations; FP8: a widening, a shift,
@@ -30,6 +30,7 @@ namespace tandem::cpu::detail {
 // GCC 12 flags the undefined upper half of _mm512_castps256_ps512 (as in kernels_avx2.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace {
 
@@ -88,7 +89,9 @@ TANDEM_AVX512 void pairs(const float* x, int64_t xs, const weight_matrix& w, con
 template <class D, int R>
 TANDEM_AVX512 void rows_form(const float* x, int64_t xs, const weight_matrix& w, int64_t o0, int64_t o1, float* y,
                              int64_t ys) {
-    constexpr int P = 4;  // 8 outputs per group: 4R accumulators (FP4: 8 tables)
+    // 8 outputs per group up to 4 rows (4R accumulators, R x, FP4: 8 tables), then 4 (2R + R +
+    // 4 tables): eight rows of four pairs would spill.
+    constexpr int P = R <= 4 ? 4 : 2;
     int64_t a[P], b[P];
     float out[2 * R * P];
     int64_t o = o0;
@@ -115,7 +118,12 @@ TANDEM_AVX512 void few_rows_form(const float* x, int64_t xs, int64_t rows, const
     switch (rows) {
         case 1: return rows_form<D, 1>(x, xs, w, o0, o1, y, ys);
         case 2: return rows_form<D, 2>(x, xs, w, o0, o1, y, ys);
-        default: return rows_form<D, 3>(x, xs, w, o0, o1, y, ys);
+        case 3: return rows_form<D, 3>(x, xs, w, o0, o1, y, ys);
+        case 4: return rows_form<D, 4>(x, xs, w, o0, o1, y, ys);
+        case 5: return rows_form<D, 5>(x, xs, w, o0, o1, y, ys);
+        case 6: return rows_form<D, 6>(x, xs, w, o0, o1, y, ys);
+        case 7: return rows_form<D, 7>(x, xs, w, o0, o1, y, ys);
+        default: return rows_form<D, 8>(x, xs, w, o0, o1, y, ys);
     }
 }
 

@@ -554,23 +554,27 @@ TANDEM_AVX512 void tile512_form(const float* x, int64_t xs, int64_t rows, const 
 
 #pragma GCC diagnostic pop
 
-// Which AVX-512 kernel a tile takes. FP4 / FP8: one to three rows decode each weight once in
-// registers for every row (few_rows_avx512.cpp); more rows decode it once into an L1 scratch that all
-// the tile's rows then stream past (gemm_avx512.cpp) — decoding them inside the FMA loop, once per
-// four row pairs, cost more vector operations than the FMAs. BF16 / F16 / F32 decode in one or two
+// Which AVX-512 kernel a tile takes. FP4 up to eight rows, FP8 up to four: each weight decoded
+// once in registers for every row (few_rows_avx512.cpp); more rows decode it once into an L1
+// scratch that all the tile's rows then stream past (gemm_avx512.cpp) — decoding them inside the
+// FMA loop, once per four row pairs, cost more vector operations than the FMAs. The limits are
+// where the scratch kernel caught up (one thread, weights streamed: FP4 at 4 / 6 / 8 rows 72 / 50 /
+// 68 GFLOP/s in registers against 34 / 46 / 57; FP8 at 4 rows 40 against 34, at 6 and 8 behind). BF16 / F16 / F32 decode in one or two
 // operations, and up to 15 rows (a decode step's MoE experts take ~4) this file's two-rows-per-
 // register tile streams the weights better from memory; from 16 rows (a batch-16 step's dense
 // linears, every prefill tile) the scratch kernel wins. Measured on the Intel VM with the weights
 // streamed from memory (README "CPU kernels").
 constexpr int64_t k_gemm_min_rows_unscaled = 16;
-constexpr int64_t k_few_rows_max = 3;
+constexpr int64_t k_few_rows_max_fp4 = 8;
+constexpr int64_t k_few_rows_max_fp8 = 4;
 
 // Not an AVX-512 function itself: the packed-x buffer is a std::vector, whose inline code must
 // not be compiled for AVX-512 (see the file comment). Grown only, per thread.
 void tile_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1, float* y,
                  int64_t ys) {
     if (w.form == weight_form::fp4_e2m1 || w.form == weight_form::fp8_e4m3) {
-        if (rows <= k_few_rows_max) return few_rows_avx512(x, xs, rows, w, o0, o1, y, ys);
+        const int64_t few = w.form == weight_form::fp4_e2m1 ? k_few_rows_max_fp4 : k_few_rows_max_fp8;
+        if (rows <= few) return few_rows_avx512(x, xs, rows, w, o0, o1, y, ys);
         return gemm_avx512(x, xs, rows, w, o0, o1, y, ys);
     }
     if (rows < 2) return tile_avx2(x, xs, rows, w, o0, o1, y, ys);

@@ -36,8 +36,8 @@ const kernel_table* avx2_kernels();  // null when this build has no AVX2 path
 const kernel_table* avx512_kernels();  // AVX2's with an AVX-512F tile; null without the AVX2 path
 const kernel_table& active_kernels();
 
-// One to three rows against FP4 or FP8 weights with AVX-512F (few_rows_avx512.cpp): the tile's contract
-// below for rows ≤ 3, bitwise the AVX2 kernels. Only the AVX-512 table calls it (x86-64 builds only).
+// One to eight rows against FP4 or FP8 weights with AVX-512F (few_rows_avx512.cpp): the tile's
+// contract below for rows ≤ 8, bitwise the AVX2 kernels. Only the AVX-512 table calls it (x86-64 builds only).
 void few_rows_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                      float* y, int64_t ys);
 

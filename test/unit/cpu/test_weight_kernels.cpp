@@ -248,7 +248,8 @@ TEST_CASE("cpu weights: the SIMD tiles' page-strided output groups give the scal
     const int64_t out = 700, cols = 256;  // row bytes 1 KB (f32) down to 128 B (fp4): 4–32 rows a page
     for (const auto& fc : cases) {
         stored s = make_stored(fc.form, fc.scale, out, cols, fc.block, 77);
-        for (int64_t rows : {1, 2, 3, 4, 5, 8, 11, 16, 19}) {  // 16+: the scratch GEMM for every form
+        // AVX-512: FP4 1-8 rows and FP8 1-4 in registers, more in the scratch GEMM (every form from 16)
+        for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 16, 19}) {
             std::vector<float> x(static_cast<size_t>(rows * cols));
             for (auto& v : x) v = nd(rng);
             for (auto [o0, o1] : {std::pair<int64_t, int64_t>{0, out}, {13, 611}, {192, 384}})
@@ -296,7 +297,7 @@ TEST_CASE("cpu weights: the AVX-512 scratch GEMM's column chunks, row blocks and
 TEST_CASE("cpu weights: FP4 with every E8M0 scale code gives the scalar bits (the AVX-512 kernels' table per code)") {
     // few_rows_avx512.cpp and gemm_avx512.cpp read an FP4 scale group's signed values · scale from
     // a table made once per code; code 0 (2^-127: subnormal products) to 254 must give the bits the
-    // scalar decode forms, at 1-3 rows (registers) and 4+ (scratch).
+    // scalar decode forms, at 1-8 rows (registers: 4 pairs up to 4 rows, 2 pairs from 5) and 9+ (scratch).
     if (!avx512_cpu()) return;
     const int64_t out = 24, cols = 256;
     stored s = make_stored(weight_form::fp4_e2m1, scale_form::e8m0, out, cols, 32, 21);
@@ -306,7 +307,7 @@ TEST_CASE("cpu weights: FP4 with every E8M0 scale code gives the scalar bits (th
         for (int64_t c = 0; c < s.m.scale_cols; ++c)
             s.scales[size_t(r * s.m.scale_cols + c)] = static_cast<uint8_t>(r < 20 ? (r * 13) % 255 : (r * 37 + c * 91) % 255);
     std::mt19937 rng(17);
-    for (int64_t rows : {1, 2, 3, 4, 16}) {
+    for (int64_t rows : {1, 2, 3, 4, 5, 8, 9, 16}) {
         CAPTURE(rows);
         CHECK(avx512_tile_gives_scalar_bits(s.m, rows, rng));
     }
