@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -91,9 +92,7 @@ double active_weights_per_token(const model::model_config& c) {
 double bytes_read_per_step(const model::model_config& c, const model::checkpoint& ck, int64_t B) {
     double bytes = 0;
     const double unused = 1.0 - double(c.num_experts_per_tok) / double(c.n_routed_experts);
-    double unused_by_all = 1.0;
-    for (int64_t i = 0; i < B; ++i) unused_by_all *= unused;
-    const double routed = 1.0 - unused_by_all;
+    const double routed = 1.0 - std::pow(unused, double(B));
     for (const auto& [name, view] : ck.tensors()) {
         auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
         if (name.rfind("mtp.", 0) == 0 || has("embed") || has("tid2eid")) continue;

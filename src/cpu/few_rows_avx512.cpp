@@ -27,7 +27,7 @@
 
 namespace tandem::cpu::detail {
 
-// GCC 12 flags the undefined upper half of _mm512_castps256_ps512 (as in kernels_avx2.cpp).
+// GCC 12 flags the undefined upper half of _mm512_castps256_ps512 (as in tile_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -43,16 +43,15 @@ TANDEM_AVX512 void pairs(const float* x, int64_t xs, const weight_matrix& w, con
                          float* out) {
     const int64_t K = w.cols, K8 = K & ~int64_t{7}, block = group_of<D>(w, K8);
     const fp4_scale_tables* tables = tables_for<D>(w);
-    // Prefetch as kernels_avx2.cpp's prefetch_ahead: the same offset of rows ≥ 16 KB ahead.
-    const int64_t span = 2 * P * w.row_bytes();
-    const int64_t ahead = span >= (16 << 10) || span <= 0 ? span : ((16 << 10) + span - 1) / span * span;
+    // The same offset of the rows at least 16 KB ahead, as the AVX2 kernels prefetch.
+    const int64_t ahead = prefetch_ahead(w, 2 * P);
     const uint8_t *ra[P], *rb[P], *sa[P], *sb[P];
     __m512 acc[R][P];
     for (int p = 0; p < P; ++p) {
         ra[p] = w.row_ptr(a[p]);
         rb[p] = w.row_ptr(b[p]);
-        sa[p] = scale_row_of(w, a[p]);
-        sb[p] = scale_row_of(w, b[p]);
+        sa[p] = scale_row(w, a[p]);
+        sb[p] = scale_row(w, b[p]);
         for (int r = 0; r < R; ++r) acc[r][p] = _mm512_setzero_ps();
     }
     for (int64_t kb = 0; kb < K8; kb += block) {
@@ -76,7 +75,7 @@ TANDEM_AVX512 void pairs(const float* x, int64_t xs, const weight_matrix& w, con
     }
     for (int r = 0; r < R; ++r)
         for (int p = 0; p < P; ++p) {
-            float ya = hsum8(low_half(acc[r][p])), yb = hsum8(high_half(acc[r][p]));
+            float ya = hsum(low_half(acc[r][p])), yb = hsum(high_half(acc[r][p]));
             for (int64_t k = K8; k < K; ++k) {
                 ya = __builtin_fmaf(x[r * xs + k], w.at(a[p], k), ya);
                 yb = __builtin_fmaf(x[r * xs + k], w.at(b[p], k), yb);

@@ -130,7 +130,7 @@ TANDEM_AVX512 void decode_chunk(const weight_matrix& w, const group& g, int64_t 
     const uint8_t *ra[k_pairs], *rb[k_pairs], *sa[k_pairs], *sb[k_pairs];
     for (int q = 0; q < k_pairs; ++q) {
         ra[q] = w.row_ptr(g.a[q]), rb[q] = w.row_ptr(g.b[q]);
-        sa[q] = scale_row_of(w, g.a[q]), sb[q] = scale_row_of(w, g.b[q]);
+        sa[q] = scale_row(w, g.a[q]), sb[q] = scale_row(w, g.b[q]);
     }
     // The pairs side by side (FP4's scale group is only 4 column steps: independent decode
     // chains per step keep the vector pipes busy, one pair at a time left them waiting).
@@ -207,8 +207,8 @@ TANDEM_AVX512 void decode_fma_block(int rows, const weight_matrix& w, const grou
 }
 
 // Two rows' eight outputs from their accumulators (v: row r's four pairs, u: row r + 1's) in the
-// hsum8 order, sixteen at once: S = lanes l + l+4 of each output (one 128-bit block per output),
-// then in each block p0 + p2 and p1 + p3, then their sum — the same additions hsum8 makes, on the
+// hsum order, sixteen at once: S = lanes l + l+4 of each output (one 128-bit block per output),
+// then in each block p0 + p2 and p1 + p3, then their sum — the same additions hsum makes, on the
 // same operands. Result: [row r outputs 0..7 | row r + 1 outputs 0..7].
 // Lanes l + l+4 of pairs q and q + 1 of a row: one 128-bit block per output (outputs 2q .. 2q + 3).
 TANDEM_AVX512_INLINE __m512 sum_l_l4(const float* p, int q) {
@@ -246,7 +246,8 @@ TANDEM_AVX512 void finish(const weight_matrix& w, const group& g, int64_t rows, 
                           const float* acc, float* y, int64_t ys, int64_t o0) {
     const int64_t K = w.cols, K8 = K & ~int64_t{7};
     int64_t r = 0;
-    const __m512i places[2] = {places_of(g, ys, o0, 0), places_of(g, ys, o0, 1)};
+    __m512i places[2] = {};  // only scattered groups use them
+    if (!g.full_contiguous) places[0] = places_of(g, ys, o0, 0), places[1] = places_of(g, ys, o0, 1);
     if (K8 == K)
         for (; r + 2 <= rows; r += 2)
             for (int h = 0; h < 2; ++h) {
@@ -262,7 +263,7 @@ TANDEM_AVX512 void finish(const weight_matrix& w, const group& g, int64_t rows, 
     for (; r < rows; ++r)
         for (int q = 0; q < k_pairs; ++q) {
             const __m512 v = _mm512_loadu_ps(acc + 16 * (r * k_pairs + q));
-            float ya = hsum8(low_half(v)), yb = hsum8(high_half(v));
+            float ya = hsum(low_half(v)), yb = hsum(high_half(v));
             for (int64_t k = K8; k < K; ++k) {
                 ya = __builtin_fmaf(x[r * xs + k], w.at(g.a[q], k), ya);
                 yb = __builtin_fmaf(x[r * xs + k], w.at(g.b[q], k), yb);

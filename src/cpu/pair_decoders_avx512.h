@@ -4,7 +4,7 @@
 // Why one shape for every form: the 1-3 row kernel (few_rows_avx512.cpp) and the GEMM (gemm_avx512.cpp) both
 // keep one output's 8-lane accumulator in each half of a zmm, so what they need from a decoder is
 // exactly this pair of 8-column runs. Each decoded value is bitwise what the AVX2 decoders of
-// kernels_avx2.cpp form for the same weight (unscaled forms: the exact value; FP8: the fp16
+// decoders_avx2.h form for the same weight (unscaled forms: the exact value; FP8: the fp16
 // placement · 2^-8 times scale · 2^8; FP4: ±(magnitude · scale)), so every path keeps the bits.
 //
 // Included by the AVX-512 translation units after cpu/kernels_internal.h, inside their x86-64 +
@@ -15,6 +15,7 @@
 
 #include <type_traits>
 
+#include "cpu/decoders_avx2.h"
 #include "cpu/weight_matrix.h"
 
 #define TANDEM_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
@@ -22,16 +23,14 @@
 
 namespace tandem::cpu::detail::pair512 {
 
-// The scale of column k in a row whose scales start at srow, and where view row r's scales start.
+// The scale of column k in a row whose scales start at srow.
 TANDEM_AVX512_INLINE float scale_at(const weight_matrix& w, const uint8_t* srow, int64_t k) {
     if (w.scale == scale_form::e8m0) return decode_e8m0(srow[scale_col_of(w, k)]);
     float s;
     __builtin_memcpy(&s, srow + 4 * scale_col_of(w, k), 4);
     return s;
 }
-TANDEM_AVX512_INLINE const uint8_t* scale_row_of(const weight_matrix& w, int64_t r) {
-    return w.scales + ((w.row0 + r) / w.block_rows) * w.scale_cols * (w.scale == scale_form::f32 ? 4 : 1);
-}
+using avx2::scale_row;  // where view row r's scales start
 
 // Every decoder: `scaled` (whether a state per (pair, scale group) is needed), line_mask (k
 // advances one 64-byte line of a row per line_mask + 1 columns), line_offset(k) (the byte of
@@ -118,7 +117,7 @@ struct fp4_scale_tables {
 };
 const fp4_scale_tables& fp4_tables();  // few_rows_avx512.cpp
 
-// FP8: state = scale · 2^8 of output a in lanes 0-7, of output b in 8-15 (kernels_avx2.cpp's
+// FP8: state = scale · 2^8 of output a in lanes 0-7, of output b in 8-15 (decoders_avx2.h's
 // e4m3_decoder: a sign-extended byte << 7, bit 14 cleared, is the value · 2^-8 as fp16).
 struct fp8_pair {
     static constexpr bool scaled = true;
@@ -167,12 +166,8 @@ TANDEM_AVX512_INLINE int64_t group_of(const weight_matrix& w, int64_t k8) {
     else return w.form == weight_form::fp4_e2m1 ? 32 : w.block_cols;
 }
 
-// kernels_avx2.cpp's hsum: (l, l+4), (l, l+2), (0, 1).
-TANDEM_AVX512_INLINE float hsum8(__m256 v) {
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
+using avx2::hsum;  // the AVX2 kernels' lane sum: (l, l+4), (l, l+2), (0, 1)
+using avx2::prefetch_ahead;
 TANDEM_AVX512_INLINE __m256 low_half(__m512 v) { return _mm512_castps512_ps256(v); }
 TANDEM_AVX512_INLINE __m256 high_half(__m512 v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
