@@ -42,6 +42,10 @@ T must(result<T> r, const char* what) {
     return std::move(*r);
 }
 
+const char* k_usage =
+    "usage: bench_host_tier [--preset small] [--mib 256] [--page-size 256] [--kv bf16] [--index-k fp8] [--rounds 5]\n"
+    "  host-tier load (host pages -> pool, layer by layer behind the gate) against memcpy of the same bytes\n";
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -51,8 +55,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char** argv) {
     std::string preset = "small", kv = "bf16", idx = "fp8";  // small: fp8 KV needs a wider head
     int64_t mib = 256, page_size = 256, rounds = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string k = argv[i], v = argv[i + 1];
+    for (int i = 1; i < argc; i += 2) {
+        const std::string k = argv[i];
+        if (k == "--help" || k == "-h") {
+            fmt::print("{}", k_usage);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fmt::print(stderr, "bench_host_tier: {} needs a value\n{}", k, k_usage);
+            return 2;
+        }
+        const std::string v = argv[i + 1];
         if (k == "--preset") preset = v;
         else if (k == "--mib") mib = std::stoll(v);
         else if (k == "--page-size") page_size = std::stoll(v);
@@ -60,7 +73,7 @@ int main(int argc, char** argv) {
         else if (k == "--index-k") idx = v;
         else if (k == "--rounds") rounds = std::stoll(v);
         else {
-            fmt::print(stderr, "bench_host_tier: unknown option {}\n", k);
+            fmt::print(stderr, "bench_host_tier: unknown option {}\n{}", k, k_usage);
             return 2;
         }
     }

@@ -16,8 +16,21 @@ using namespace tandem;
 
 int main(int argc, char** argv) {
     std::string json;
-    for (int i = 1; i + 1 < argc; ++i)
-        if (std::string(argv[i]) == "--json") json = argv[i + 1];
+    for (int i = 1; i < argc; ++i) {
+        const std::string k = argv[i];
+        if (k == "--help" || k == "-h") {
+            std::printf("usage: bench_cuda_bandwidth [--json PATH]\n"
+                        "  the linear kernel's weight bandwidth on decode-shaped GEMMs ÷ the device copy bandwidth\n"
+                        "  (exit 77 without a GPU)\n");
+            return 0;
+        }
+        if (k == "--json" && i + 1 < argc) {
+            json = argv[++i];
+            continue;
+        }
+        std::fprintf(stderr, "bench_cuda_bandwidth: unknown option or missing value: %s\n", k.c_str());
+        return 2;
+    }
     gpu_info info = gpu_probe();
     if (info.device_count == 0) {
         std::printf("SKIP: %s\n", info.reason.c_str());

@@ -88,10 +88,20 @@ int main(int argc, char** argv) {
     options o;
     for (int i = 1; i < argc; ++i) {
         const bool more = i + 1 < argc;
+        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+            std::printf("usage: bench_cuda_decode [--emulate] [--preset NAME] [--keep-models DIR] [--json PATH]\n"
+                        "  the device forward's decode step time ÷ a roofline of its weight bytes over the device\n"
+                        "  copy bandwidth (exit 77 without a GPU unless --emulate)\n");
+            return 0;
+        }
         if (std::strcmp(argv[i], "--emulate") == 0) o.emulate = true;
         else if (std::strcmp(argv[i], "--preset") == 0 && more) o.preset = argv[++i];
         else if (std::strcmp(argv[i], "--keep-models") == 0 && more) o.keep = argv[++i];
         else if (std::strcmp(argv[i], "--json") == 0 && more) o.json = argv[++i];
+        else {
+            std::fprintf(stderr, "bench_cuda_decode: unknown option or missing value: %s\n", argv[i]);
+            return 2;
+        }
     }
     if (o.preset.empty()) o.preset = o.emulate ? "flash-shape" : "flash-layer";
     o.batches = o.emulate ? std::vector<int>{1, 2} : std::vector<int>{1, 16};

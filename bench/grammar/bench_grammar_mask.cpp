@@ -117,11 +117,25 @@ double mask_seconds_per_step(const text::tokenizer& tok, int32_t vocab, int32_t 
 
 }  // namespace
 
+const char* k_usage =
+    "usage: bench_grammar_mask [--preset small | --model DIR] [--batch 64] [--steps 3] [--mask-steps 200]\n"
+    "                          [--threads N] [--tokenizer models/tokenizer/tokenizer.json]\n"
+    "  constrained decoding's mask work per decode step, as a ratio of the step (goal < 0.05)\n";
+
 int main(int argc, char** argv) {
     std::string dir, preset = "small", tok_path = "models/tokenizer/tokenizer.json";
     int threads = 0, batch = 64, steps = 3, mask_steps = 200;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        std::string k = argv[i], v = argv[i + 1];
+    for (int i = 1; i < argc; i += 2) {
+        std::string k = argv[i];
+        if (k == "--help" || k == "-h") {
+            std::fputs(k_usage, stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "%s needs a value\n%s", k.c_str(), k_usage);
+            return 2;
+        }
+        std::string v = argv[i + 1];
         if (k == "--model") dir = v;
         else if (k == "--preset") preset = v;
         else if (k == "--threads") threads = std::atoi(v.c_str());
@@ -129,7 +143,7 @@ int main(int argc, char** argv) {
         else if (k == "--steps") steps = std::atoi(v.c_str());
         else if (k == "--mask-steps") mask_steps = std::atoi(v.c_str());
         else if (k == "--tokenizer") tok_path = v;
-        else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
+        else { std::fprintf(stderr, "unknown option %s\n%s", k.c_str(), k_usage); return 2; }
     }
     auto tok = text::tokenizer::load_file(tok_path);
     if (!tok) die(tok.error().message() + " (run tools/setup_model.sh, or pass --tokenizer)");

@@ -3,7 +3,11 @@
 //   GEMV (1 row, matrix far larger than the caches): weight bytes read per second ÷ read bandwidth
 //   GEMM (--rows rows, matrix of a few MB):           FLOP/s ÷ FMA peak
 // Best of --rounds rounds (3 GEMV and 5 GEMM calls each), interleaved over the forms (the dev
-// machines are shared and noisy).
+// machines are shared and noisy). The GEMV is also given paired: each round's best call ÷ the
+// read bandwidth measured just before and just after that form's calls, median over rounds (a
+// shared VM's bandwidth swings between rounds; see read_bandwidth_probe in machine_limits.h).
+// --cols sets K (1024: `small`'s rows; 4096: V4-Flash's d, whose 8 KB rows stream differently).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,10 +28,11 @@ using tandem::cpu::weight_form;
 using tandem::cpu::weight_matrix;
 
 const char* k_usage =
-    "usage: bench_kernels [--threads N] [--gemv-mib N] [--rows N] [--rounds N]\n"
+    "usage: bench_kernels [--threads N] [--gemv-mib N] [--rows N] [--cols N] [--rounds N]\n"
     "  --threads N    worker threads (default: all cores)\n"
     "  --gemv-mib N   stored size of each GEMV matrix (default 512)\n"
     "  --rows N       GEMM rows (default 128)\n"
+    "  --cols N       K, the matrices' columns, a multiple of 128 (default 1024)\n"
     "  --rounds N     rounds, best kept (default 3)\n";
 
 double seconds_since(clock_type::time_point t0) {
@@ -79,7 +84,7 @@ struct owned_matrix {
 
 int main(int argc, char** argv) {
     int threads = 0;
-    int64_t gemv_mib = 512, rows = 128, rounds = 3;
+    int64_t gemv_mib = 512, rows = 128, rounds = 3, K = 1024;
     for (int i = 1; i < argc; ++i) {
         std::string k = argv[i];
         if (k == "--help" || k == "-h") { std::fputs(k_usage, stdout); return 0; }
@@ -88,38 +93,45 @@ int main(int argc, char** argv) {
         if (k == "--threads") threads = std::atoi(v.c_str());
         else if (k == "--gemv-mib") gemv_mib = std::atoll(v.c_str());
         else if (k == "--rows") rows = std::atoll(v.c_str());
+        else if (k == "--cols") K = std::atoll(v.c_str());
         else if (k == "--rounds") rounds = std::atoll(v.c_str());
         else { std::fprintf(stderr, "unknown option %s\n%s", k.c_str(), k_usage); return 2; }
     }
-    if (gemv_mib < 1 || rows < 1 || rounds < 1) { std::fprintf(stderr, "%s", k_usage); return 2; }
+    if (gemv_mib < 1 || rows < 1 || rounds < 1 || K < 128 || K % 128 != 0) { std::fprintf(stderr, "%s", k_usage); return 2; }
     tandem::cpu::thread_pool pool(threads);
     tandem::bench::fma_peak_result peak;
-    tandem::bench::bandwidth_result bw;
+    tandem::bench::read_bandwidth_probe probe(pool, int64_t{512} << 20);
+    double best_bw = 0;
 
     const weight_form forms[] = {weight_form::f32, weight_form::bf16, weight_form::f16, weight_form::fp8_e4m3,
                                  weight_form::fp4_e2m1};
-    const int64_t K = 1024;
     std::vector<double> gemv_best(5, 0), gemm_best(5, 0), gemv_bytes(5, 0);
+    std::vector<std::vector<double>> gemv_paired(5);
     std::vector<float> x(static_cast<size_t>(rows * K), 0.5f);
     for (int64_t round = 0; round < rounds; ++round) {
         // Baselines every round, best kept (see bench_model_cpu.cpp).
         const auto p = tandem::bench::measure_fma_peak(pool);
         if (p.measured_flops > peak.measured_flops) peak = p;
-        const auto b = tandem::bench::measure_read_bandwidth(pool, int64_t{512} << 20);
-        if (b.read_bytes_per_s > bw.read_bytes_per_s) bw = b;
+        best_bw = std::max(best_bw, probe.measure(5));
         for (int f = 0; f < 5; ++f) {
             {
-                owned_matrix probe(forms[f], 1, K);
-                const int64_t out = (gemv_mib << 20) / probe.m.row_bytes();
+                owned_matrix one_row(forms[f], 1, K);
+                const int64_t out = (gemv_mib << 20) / one_row.m.row_bytes();
                 owned_matrix big(forms[f], out, K);
                 std::vector<float> y(static_cast<size_t>(out));
                 tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);  // touch once
                 gemv_bytes[f] = double(big.stored_bytes());
+                const double bw_before = probe.measure(2);
+                double round_best = 0;
                 for (int rep = 0; rep < 3; ++rep) {
                     const auto t0 = clock_type::now();
                     tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);
-                    gemv_best[f] = std::max(gemv_best[f], gemv_bytes[f] / seconds_since(t0));
+                    round_best = std::max(round_best, gemv_bytes[f] / seconds_since(t0));
                 }
+                const double bw_after = probe.measure(2);
+                best_bw = std::max({best_bw, bw_before, bw_after});
+                gemv_best[f] = std::max(gemv_best[f], round_best);
+                gemv_paired[f].push_back(round_best / (0.5 * (bw_before + bw_after)));
             }
             {
                 const int64_t out = 4096;
@@ -134,14 +146,19 @@ int main(int argc, char** argv) {
             }
         }
     }
-    std::printf("kernels %s, threads %d\n", tandem::cpu::kernel_isa(), pool.size());
+    std::printf("kernels %s, threads %d, K %lld\n", tandem::cpu::kernel_isa(), pool.size(), (long long)K);
     std::printf("baseline: FMA peak %.1f GFLOP/s measured", peak.measured_flops / 1e9);
     if (peak.theoretical_flops > 0)
         std::printf(" (theoretical %.1f = %s)", peak.theoretical_flops / 1e9, peak.theoretical_formula.c_str());
-    std::printf("; read bandwidth %.2f GB/s\n", bw.read_bytes_per_s / 1e9);
-    std::printf("%-9s %14s %12s %16s %12s\n", "form", "GEMV GB/s", "÷ read bw", "GEMM GFLOP/s", "÷ FMA peak");
+    std::printf("; read bandwidth %.2f GB/s (best of every measurement)\n", best_bw / 1e9);
+    std::printf("%-9s %10s %10s %14s %14s %12s\n", "form", "GEMV GB/s", "÷ read bw", "÷ bw, paired", "GEMM GFLOP/s",
+                "÷ FMA peak");
     for (int f = 0; f < 5; ++f)
-        std::printf("%-9s %14.2f %12.3f %16.1f %12.3f\n", tandem::cpu::weight_form_name(forms[f]), gemv_best[f] / 1e9,
-                    gemv_best[f] / bw.read_bytes_per_s, gemm_best[f] / 1e9, gemm_best[f] / peak.measured_flops);
+        std::printf("%-9s %10.2f %10.3f %14.3f %14.1f %12.3f\n", tandem::cpu::weight_form_name(forms[f]),
+                    gemv_best[f] / 1e9, gemv_best[f] / best_bw, tandem::bench::median_of(gemv_paired[f]),
+                    gemm_best[f] / 1e9, gemm_best[f] / peak.measured_flops);
+    std::printf("÷ read bw: best GEMV ÷ best bandwidth; ÷ bw, paired: median over %lld rounds of each round's GEMV ÷ "
+                "the bandwidth measured around it\n",
+                (long long)rounds);
     return 0;
 }

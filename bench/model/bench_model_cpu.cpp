@@ -7,12 +7,18 @@
 // Each figure also prints the cores it used (process CPU seconds ÷ wall seconds): on a shared
 // machine that says how much of the threads the figure actually got.
 // Rounds are interleaved (prefill, batch 1, batch B, then again) and the best of each is kept:
-// the dev machines are shared, so single figures are noisy.
+// the dev machines are shared, so single figures are noisy. The two figures that move with the
+// machine's memory bandwidth are also given per round, paired: batch 1 ÷ the read bandwidth
+// measured just before and after it, and batch B ÷ the batch 1 of the same round, as the median
+// over rounds (a shared VM's bandwidth swings between rounds, and best ÷ best can pair a busy
+// moment of one side with a quiet one of the other).
 //
 // FLOPs count 2 per active linear weight per token (attention scores excluded: a conservative
 // count). Bytes count what one decode token reads of the checkpoint's stored bytes: every tensor
 // except the embedding, tid2eid and MTP, with routed experts (weights and scales) at top-k / E.
 #include <time.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -187,14 +193,14 @@ int main(int argc, char** argv) {
     if (!pool) { std::fprintf(stderr, "%s\n", pool.error().message().c_str()); return 1; }
     tandem::cpu::thread_pool tp(threads);
     tandem::bench::fma_peak_result peak;
-    tandem::bench::bandwidth_result bw;
+    tandem::bench::read_bandwidth_probe probe(tp, int64_t{512} << 20);
+    double best_bw = 0;
     // Baselines are re-measured every round and the best kept, like the model figures, so a
     // busy moment on a shared machine does not deflate one side of a ratio only.
     auto measure_baselines = [&] {
         const auto p = tandem::bench::measure_fma_peak(tp);
         if (p.measured_flops > peak.measured_flops) peak = p;
-        const auto b = tandem::bench::measure_read_bandwidth(tp, int64_t{512} << 20);
-        if (b.read_bytes_per_s > bw.read_bytes_per_s) bw = b;
+        best_bw = std::max(best_bw, probe.measure(5));
     };
 
     auto token_at = [&](int64_t seq, int64_t i) {
@@ -247,7 +253,11 @@ int main(int argc, char** argv) {
         (*pool)->free_sequence(slot);
     }
 
+    const double w = active_weights_per_token(c), bytes = bytes_read_per_step(c, *ck, 1);
     figures best;
+    // Per round: batch-1 bytes/s ÷ the bandwidth measured just before and just after it (mean of
+    // the two), and batch B ÷ the batch 1 of the same round (see read_bandwidth_probe).
+    std::vector<double> paired_bw, paired_batch;
     for (int64_t round = 0; round < rounds; ++round) {
         measure_baselines();
         std::vector<int32_t> tokens;
@@ -260,15 +270,24 @@ int main(int argc, char** argv) {
         const double wall = seconds_since(t0);
         keep_best(double(prompt) / wall, (process_cpu_seconds() - c0) / wall, best.prefill_tps, best.prefill_cpu);
         (*pool)->free_sequence(slot);
+        const double bw_before = probe.measure(3);
         const auto [d1, c1] = decode_tps(1);
+        const double bw_after = probe.measure(3);
+        best_bw = std::max({best_bw, bw_before, bw_after});
+        paired_bw.push_back(bytes * d1 / (0.5 * (bw_before + bw_after)));
         keep_best(d1, c1, best.decode1_tps, best.decode1_cpu);
         if (batch > 1) {
             const auto [dB, cB] = decode_tps(batch);
             keep_best(dB, cB, best.decodeB_tps, best.decodeB_cpu);
+            paired_batch.push_back(dB / d1);
         }
     }
-
-    const double w = active_weights_per_token(c), bytes = bytes_read_per_step(c, *ck, 1);
+    // "median m (lo-hi, N rounds)" of per-round figures.
+    const auto spread = [](const std::vector<double>& v) {
+        return fmt::format("median {:.3f} ({:.3f}-{:.3f}, {} round{})", tandem::bench::median_of(v),
+                           *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()), v.size(),
+                           v.size() == 1 ? "" : "s");
+    };
     std::printf("model %s: hidden %lld, layers %lld, vocab %lld, %.1f M active weights/token, %.1f MB read per "
                 "decode token, threads %d, kernels %s\n",
                 dir.c_str(), (long long)c.hidden_size, (long long)c.num_hidden_layers, (long long)c.vocab_size,
@@ -278,22 +297,25 @@ int main(int argc, char** argv) {
                 peak.isa.c_str());
     if (peak.theoretical_flops > 0)
         std::printf("; theoretical %.1f GFLOP/s = %s", peak.theoretical_flops / 1e9, peak.theoretical_formula.c_str());
-    std::printf("\nbaseline: read bandwidth %.2f GB/s (sum over %lld MiB, best of 5 per round)\n", bw.read_bytes_per_s / 1e9,
-                (long long)(bw.buffer_bytes >> 20));
+    std::printf("\nbaseline: read bandwidth %.2f GB/s (sum over %lld MiB, best of every measurement)\n", best_bw / 1e9,
+                (long long)(probe.buffer_bytes() >> 20));
     const double flops = 2 * w * best.prefill_tps;
     std::printf("prefill: %lld tokens: %.1f tok/s, %.2f GFLOP/s = %.3f of FMA peak (cores used %.2f)\n",
                 (long long)prompt, best.prefill_tps, flops / 1e9, flops / peak.measured_flops, best.prefill_cpu);
     std::printf("decode batch 1 (context %lld): %.2f tok/s, %.2f GB/s weights = %.3f of read bandwidth "
-                "(cores used %.2f)\n",
+                "(best ÷ best; cores used %.2f)\n",
                 (long long)context, best.decode1_tps, bytes * best.decode1_tps / 1e9,
-                bytes * best.decode1_tps / bw.read_bytes_per_s, best.decode1_cpu);
+                bytes * best.decode1_tps / best_bw, best.decode1_cpu);
+    std::printf("decode batch 1 paired: each round ÷ the read bandwidth measured just before and after it: %s\n",
+                spread(paired_bw).c_str());
     if (batch > 1) {
         const double ratio = best.decodeB_tps / best.decode1_tps;
-        std::printf("decode batch %lld (context %lld): %.2f tok/s = %.2f x batch 1 (cores used %.2f; per CPU "
-                    "second %.2f x batch 1)\n",
+        std::printf("decode batch %lld (context %lld): %.2f tok/s = %.2f x batch 1 (best ÷ best; cores used %.2f; per "
+                    "CPU second %.2f x batch 1); each round ÷ its own batch 1: %s\n",
                     (long long)batch, (long long)context, best.decodeB_tps, ratio, best.decodeB_cpu,
-                    (best.decodeB_tps / best.decodeB_cpu) / (best.decode1_tps / best.decode1_cpu));
-        const batch_ceiling ceil = ceiling_of(c, *ck, batch, w, peak.measured_flops, bw.read_bytes_per_s);
+                    (best.decodeB_tps / best.decodeB_cpu) / (best.decode1_tps / best.decode1_cpu),
+                    spread(paired_batch).c_str());
+        const batch_ceiling ceil = ceiling_of(c, *ck, batch, w, peak.measured_flops, best_bw);
         std::printf("decode batch %lld ceiling: %.2f x batch 1 (roofline: a step reads %.1f MB with routing spread "
                     "uniformly and does %.2f GFLOP, %s-bound); measured = %.2f of it\n",
                     (long long)batch, ceil.ratio, ceil.bytes / 1e6, ceil.flops / 1e9,

@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <memory>
 #include <thread>
 #include <vector>
 
@@ -190,36 +190,51 @@ fma_peak_result measure_fma_peak(cpu::thread_pool& pool) {
     return r;
 }
 
-bandwidth_result measure_read_bandwidth(cpu::thread_pool& pool, int64_t buffer_bytes) {
-    bandwidth_result r;
-    r.buffer_bytes = buffer_bytes;
-    const int64_t n = buffer_bytes / 4;
-    std::unique_ptr<float[]> buf(new float[static_cast<size_t>(n)]);
-    const bool avx2 = have_avx2();
-    const int threads = pool.size();
-    on_every_thread(threads, [&](int t) {  // first touch by the thread that will read it
-        for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) buf[static_cast<size_t>(i)] = 1.0f;
+read_bandwidth_probe::read_bandwidth_probe(cpu::thread_pool& pool, int64_t buffer_bytes)
+    : threads_(pool.size()), bytes_(buffer_bytes / 4 * 4), buf_(new float[static_cast<size_t>(buffer_bytes / 4)]) {
+    const int64_t n = bytes_ / 4;
+    on_every_thread(threads_, [&](int t) {  // first touch by the thread that will read it
+        for (int64_t i = n * t / threads_; i < n * (t + 1) / threads_; ++i) buf_[i] = 1.0f;
     });
-    std::vector<double> partial(static_cast<size_t>(threads) * 8, 0.0);
-    for (int round = 0; round < 5; ++round) {
+}
+
+read_bandwidth_probe::~read_bandwidth_probe() { delete[] buf_; }
+
+double read_bandwidth_probe::measure(int passes) {
+    const int64_t n = bytes_ / 4;
+    const bool avx2 = have_avx2();
+    std::vector<double> partial(static_cast<size_t>(threads_) * 8, 0.0);
+    double best = 0;
+    for (int pass = 0; pass < passes; ++pass) {
         auto t0 = clock_type::now();
-        on_every_thread(threads, [&](int t) {
-            const int64_t i0 = n * t / threads, i1 = n * (t + 1) / threads;
+        on_every_thread(threads_, [&](int t) {
+            const int64_t i0 = n * t / threads_, i1 = n * (t + 1) / threads_;
 #ifdef BENCH_AVX2
             if (avx2) {
-                partial[static_cast<size_t>(t * 8)] = sum_avx2(buf.get() + i0, i1 - i0);
+                partial[static_cast<size_t>(t * 8)] = sum_avx2(buf_ + i0, i1 - i0);
                 return;
             }
 #endif
-            partial[static_cast<size_t>(t * 8)] = sum_scalar(buf.get() + i0, i1 - i0);
+            partial[static_cast<size_t>(t * 8)] = sum_scalar(buf_ + i0, i1 - i0);
         });
         const double s = seconds_since(t0);
         double total = 0;
         for (double v : partial) total += v;
         if (total != double(n)) std::abort();  // every element was read
-        r.read_bytes_per_s = std::max(r.read_bytes_per_s, double(buffer_bytes) / s);
+        best = std::max(best, double(bytes_) / s);
     }
-    return r;
+    return best;
+}
+
+bandwidth_result measure_read_bandwidth(cpu::thread_pool& pool, int64_t buffer_bytes) {
+    read_bandwidth_probe probe(pool, buffer_bytes);
+    return {probe.measure(5), probe.buffer_bytes()};
+}
+
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 }  // namespace tandem::bench

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cpu/thread_pool.h"
 
@@ -29,6 +30,33 @@ struct bandwidth_result {
 };
 
 bandwidth_result measure_read_bandwidth(cpu::thread_pool& pool, int64_t buffer_bytes = int64_t{1} << 30);
+
+// The same read-only sum over a buffer allocated and touched once, for measuring the bandwidth
+// again right before and after each memory-bound figure. Why: on a shared machine the bandwidth
+// itself swings (this VM: 25-49 GB/s between runs minutes apart, other tenants on the memory
+// bus), so the best decode round divided by the best bandwidth round can pair a busy moment with
+// a quiet one. A figure divided by the bandwidth measured around it (paired) says what share of
+// the bandwidth then available it used; the median over rounds is what the benchmarks report
+// beside the best ÷ best ratio.
+class read_bandwidth_probe {
+public:
+    read_bandwidth_probe(cpu::thread_pool& pool, int64_t buffer_bytes);
+    ~read_bandwidth_probe();
+    read_bandwidth_probe(const read_bandwidth_probe&) = delete;
+    read_bandwidth_probe& operator=(const read_bandwidth_probe&) = delete;
+
+    // Bytes per second: the best of `passes` sums over the whole buffer.
+    double measure(int passes);
+    int64_t buffer_bytes() const { return bytes_; }
+
+private:
+    int threads_;
+    int64_t bytes_;
+    float* buf_;
+};
+
+// The median of a non-empty set of per-round figures (the mean of the middle two for an even count).
+double median_of(std::vector<double> v);
 
 // The CPU clock in Hz (cpufreq's maximum, else /proc/cpuinfo's "cpu MHz"), 0 when unknown.
 double cpu_clock_hz(std::string* source);

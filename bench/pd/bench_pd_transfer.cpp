@@ -389,10 +389,16 @@ bool parse(int argc, char** argv, args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    const char* usage = "usage: bench_pd_transfer [--mib 1024] [--page-size 256] [--tokens 4096] [--window 2] "
+                        "[--message-bytes 0] [--rounds 3]\n"
+                        "  pd state transfer over tcp loopback ÷ raw loopback TCP of the same bytes\n";
+    if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+        std::fputs(usage, stdout);
+        return 0;
+    }
     args a;
     if (!parse(argc, argv, a)) {
-        std::fprintf(stderr, "usage: bench_pd_transfer [--mib 1024] [--page-size 256] [--tokens 4096] "
-                             "[--window 2] [--message-bytes 0] [--rounds 3]\n");
+        std::fputs(usage, stderr);
         return 2;
     }
     auto model = must(model::preset_config("small"), "small preset");

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -45,6 +46,10 @@ std::vector<tandem::text::token_id> encode_chunked(const tandem::text::tokenizer
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+        std::printf("usage: %s TOKENIZER_JSON FILE...\n  encode each FILE with the tokenizer: MB/s and tokens/s\n", argv[0]);
+        return 0;
+    }
     if (argc < 3) {
         std::fprintf(stderr, "usage: %s TOKENIZER_JSON FILE...\n", argv[0]);
         return 2;

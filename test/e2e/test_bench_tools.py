@@ -1,0 +1,56 @@
+"""The benchmark binaries: each answers --help without running, and the kernel benchmark's short
+run prints every weight form with its ratios, the paired one included (issue #12 item 7 and the
+paired bandwidth baseline of bench/model/machine_limits.h). No verdict here depends on speed:
+only that the figures exist, are finite and positive."""
+import math
+import re
+import subprocess
+
+import pytest
+
+from conftest import BIN
+
+BENCH = BIN.parent / "bench"
+BINARIES = ["model/bench_model_cpu", "model/bench_kernels", "model/bench_moe_stream", "pd/bench_pd_transfer",
+            "cache/bench_host_tier", "engine/bench_scheduler_overhead", "grammar/bench_grammar_mask",
+            "text/bench_text_tokenizer", "cuda/bench_cuda_bandwidth", "cuda/bench_cuda_decode"]
+
+
+@pytest.mark.parametrize("name", BINARIES)
+def test_bench_binary_answers_help_without_running(name):
+    path = BENCH / name
+    if not path.exists():
+        pytest.skip(f"{path} is not built")
+    r = subprocess.run([str(path), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "usage" in r.stdout.lower()
+    # Help only: no baseline or figure was measured.
+    assert "baseline:" not in r.stdout
+
+
+def test_bench_kernels_prints_every_form_with_a_paired_bandwidth_ratio():
+    path = BENCH / "model" / "bench_kernels"
+    if not path.exists():
+        pytest.skip(f"{path} is not built")
+    r = subprocess.run([str(path), "--rounds", "2", "--gemv-mib", "8", "--rows", "16", "--cols", "256",
+                        "--threads", "2"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "K 256" in r.stdout
+    rows = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"^(f32|bf16|f16|fp8_e4m3|fp4_e2m1)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$", line)
+        if m:
+            rows[m.group(1)] = [float(v) for v in m.groups()[1:]]
+    assert set(rows) == {"f32", "bf16", "f16", "fp8_e4m3", "fp4_e2m1"}, r.stdout
+    for form, figures in rows.items():
+        assert all(math.isfinite(v) and v > 0 for v in figures), (form, figures)
+    assert "median over 2 rounds" in r.stdout
+
+
+def test_bench_kernels_refuses_columns_it_cannot_measure():
+    path = BENCH / "model" / "bench_kernels"
+    if not path.exists():
+        pytest.skip(f"{path} is not built")
+    r = subprocess.run([str(path), "--cols", "100"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "usage" in r.stderr
