@@ -56,19 +56,34 @@ namespace {
 // are many, and then the block is re-read from cache, not memory).
 constexpr int64_t k_row_tile = 60;  // a multiple of the AVX2 kernel's 6-row group
 
-int64_t output_block(const weight_matrix& w) {
+// Outputs per block: about 96 KB of weights, in whole multiples of 48 — the output groups of
+// every tile divide 48 (the GEMVs' 8, the AVX2 blocks' 2, 3 and 4, the AVX-512 tile's 4, 6 and 8,
+// the scratch GEMM's 16), so no group is cut short at a block's end. Why: with multiples of 12,
+// rows of 8 KB (bf16 at K = 4096: V4-Flash's lm head) made 12-output blocks, and each one ran
+// 8 outputs in the GEMV's 8-stream group and 4 in its one-output remainder (a single fma chain),
+// and the scratch GEMM a group of 16 with 4 repeated outputs; FP8 at K = 4096 (4 KB rows) made
+// 24-output blocks, a third of its GEMM groups half empty. A block of 48 such rows is 384 KB,
+// still far inside a core's L2 for the row tiles that stream past it.
+constexpr int64_t k_block_quantum = 48;
+
+}  // namespace
+
+int64_t detail::output_block(const weight_matrix& w) {
     const int64_t row_bytes = std::max<int64_t>(1, w.row_bytes());
-    return std::clamp<int64_t>((int64_t{96} << 10) / row_bytes / 12 * 12, 12, 384);
+    const int64_t want = (int64_t{96} << 10) / row_bytes / k_block_quantum * k_block_quantum;
+    return std::clamp<int64_t>(want, k_block_quantum, 8 * k_block_quantum);
 }
+
+namespace {
 
 int64_t units_of(const linear_job& j) {
     if (j.rows <= 0 || j.w.rows <= 0) return 0;
-    const int64_t block = output_block(j.w);
+    const int64_t block = detail::output_block(j.w);
     return ((j.w.rows + block - 1) / block) * ((j.rows + k_row_tile - 1) / k_row_tile);
 }
 
 void run_unit(const detail::kernel_table& k, const linear_job& j, int64_t u) {
-    const int64_t block = output_block(j.w), tiles = (j.rows + k_row_tile - 1) / k_row_tile;
+    const int64_t block = detail::output_block(j.w), tiles = (j.rows + k_row_tile - 1) / k_row_tile;
     const int64_t b = u / tiles, t = u % tiles;
     const int64_t o0 = b * block, o1 = std::min(j.w.rows, o0 + block);
     const int64_t r0 = t * k_row_tile, r1 = std::min(j.rows, r0 + k_row_tile);

@@ -31,6 +31,10 @@ struct kernel_table {
     void (*axpys)(const float* a, const float* const* x, int64_t count, float* y, int64_t n);
 };
 
+// Outputs per work unit of linear() / linear_group(): about 96 KB of weights, a multiple of 48
+// (every tile's output group divides it) from 48 to 384 (kernels.cpp explains why).
+int64_t output_block(const weight_matrix& w);
+
 const kernel_table& scalar_kernels();
 const kernel_table* avx2_kernels();  // null when this build has no AVX2 path
 const kernel_table* avx512_kernels();  // AVX2's with an AVX-512F tile; null without the AVX2 path

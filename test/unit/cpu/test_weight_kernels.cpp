@@ -351,3 +351,28 @@ TEST_CASE("cpu weights: a linear_group gives each job the bits of its own linear
         CHECK(same_bits(got.data(), want.data(), got.size()));  // the padding columns untouched too
     }
 }
+
+TEST_CASE("cpu weights: linear's work units hold whole output groups of every tile, ~96 KB of weights each") {
+    // The tiles group outputs by 8 (GEMVs), 2 / 3 / 4 (AVX2 blocks), 4 / 6 / 8 (AVX-512 tile) and
+    // 16 (scratch GEMM): a unit that ends inside a group runs the rest one output at a time (a
+    // single fma chain) or repeats outputs. V4-Flash's lm head (bf16, K = 4096: 8 KB rows) and its
+    // FP8 linears at K = 4096 / 8192 got 12- and 24-output units before.
+    const weight_form forms[] = {weight_form::f32, weight_form::bf16, weight_form::f16, weight_form::fp8_e4m3,
+                                 weight_form::fp4_e2m1};
+    for (weight_form f : forms)
+        for (int64_t cols : {64, 256, 512, 1024, 2048, 4096, 7168, 8192, 16384, 65536}) {
+            weight_matrix m;
+            m.form = f;
+            m.rows = 1 << 20;
+            m.cols = cols;
+            const int64_t block = detail::output_block(m);
+            CAPTURE(weight_form_name(f));
+            CAPTURE(cols);
+            CHECK(block % 48 == 0);
+            CHECK(block >= 48);
+            CHECK(block <= 384);
+            // As close to 96 KB as whole 48-output steps allow (at least 48 outputs however wide).
+            if (block > 48) CHECK(block * m.row_bytes() <= (96 << 10));
+            if (block < 384) CHECK((block + 48) * m.row_bytes() > (96 << 10));
+        }
+}
