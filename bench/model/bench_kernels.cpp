@@ -101,7 +101,6 @@ int main(int argc, char** argv) {
     tandem::cpu::thread_pool pool(threads);
     tandem::bench::fma_peak_result peak;
     tandem::bench::read_bandwidth_probe probe(pool, int64_t{512} << 20);
-    double best_bw = 0;
 
     const weight_form forms[] = {weight_form::f32, weight_form::bf16, weight_form::f16, weight_form::fp8_e4m3,
                                  weight_form::fp4_e2m1};
@@ -112,7 +111,7 @@ int main(int argc, char** argv) {
         // Baselines every round, best kept (see bench_model_cpu.cpp).
         const auto p = tandem::bench::measure_fma_peak(pool);
         if (p.measured_flops > peak.measured_flops) peak = p;
-        best_bw = std::max(best_bw, probe.measure(5));
+        probe.measure(5);
         for (int f = 0; f < 5; ++f) {
             {
                 owned_matrix one_row(forms[f], 1, K);
@@ -121,17 +120,16 @@ int main(int argc, char** argv) {
                 std::vector<float> y(static_cast<size_t>(out));
                 tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);  // touch once
                 gemv_bytes[f] = double(big.stored_bytes());
-                const double bw_before = probe.measure(2);
                 double round_best = 0;
-                for (int rep = 0; rep < 3; ++rep) {
-                    const auto t0 = clock_type::now();
-                    tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);
-                    round_best = std::max(round_best, gemv_bytes[f] / seconds_since(t0));
-                }
-                const double bw_after = probe.measure(2);
-                best_bw = std::max({best_bw, bw_before, bw_after});
+                const double bw = probe.around(2, [&] {
+                    for (int rep = 0; rep < 3; ++rep) {
+                        const auto t0 = clock_type::now();
+                        tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);
+                        round_best = std::max(round_best, gemv_bytes[f] / seconds_since(t0));
+                    }
+                });
                 gemv_best[f] = std::max(gemv_best[f], round_best);
-                gemv_paired[f].push_back(round_best / (0.5 * (bw_before + bw_after)));
+                gemv_paired[f].push_back(round_best / bw);
             }
             {
                 const int64_t out = 4096;
@@ -150,12 +148,12 @@ int main(int argc, char** argv) {
     std::printf("baseline: FMA peak %.1f GFLOP/s measured", peak.measured_flops / 1e9);
     if (peak.theoretical_flops > 0)
         std::printf(" (theoretical %.1f = %s)", peak.theoretical_flops / 1e9, peak.theoretical_formula.c_str());
-    std::printf("; read bandwidth %.2f GB/s (best of every measurement)\n", best_bw / 1e9);
+    std::printf("; read bandwidth %.2f GB/s (best of every measurement)\n", probe.best() / 1e9);
     std::printf("%-9s %10s %10s %14s %14s %12s\n", "form", "GEMV GB/s", "÷ read bw", "÷ bw, paired", "GEMM GFLOP/s",
                 "÷ FMA peak");
     for (int f = 0; f < 5; ++f)
         std::printf("%-9s %10.2f %10.3f %14.3f %14.1f %12.3f\n", tandem::cpu::weight_form_name(forms[f]),
-                    gemv_best[f] / 1e9, gemv_best[f] / best_bw, tandem::bench::median_of(gemv_paired[f]),
+                    gemv_best[f] / 1e9, gemv_best[f] / probe.best(), tandem::bench::median_of(gemv_paired[f]),
                     gemm_best[f] / 1e9, gemm_best[f] / peak.measured_flops);
     std::printf("÷ read bw: best GEMV ÷ best bandwidth; ÷ bw, paired: median over %lld rounds of each round's GEMV ÷ "
                 "the bandwidth measured around it\n",

@@ -194,13 +194,12 @@ int main(int argc, char** argv) {
     tandem::cpu::thread_pool tp(threads);
     tandem::bench::fma_peak_result peak;
     tandem::bench::read_bandwidth_probe probe(tp, int64_t{512} << 20);
-    double best_bw = 0;
     // Baselines are re-measured every round and the best kept, like the model figures, so a
     // busy moment on a shared machine does not deflate one side of a ratio only.
     auto measure_baselines = [&] {
         const auto p = tandem::bench::measure_fma_peak(tp);
         if (p.measured_flops > peak.measured_flops) peak = p;
-        best_bw = std::max(best_bw, probe.measure(5));
+        probe.measure(5);
     };
 
     auto token_at = [&](int64_t seq, int64_t i) {
@@ -270,11 +269,10 @@ int main(int argc, char** argv) {
         const double wall = seconds_since(t0);
         keep_best(double(prompt) / wall, (process_cpu_seconds() - c0) / wall, best.prefill_tps, best.prefill_cpu);
         (*pool)->free_sequence(slot);
-        const double bw_before = probe.measure(3);
-        const auto [d1, c1] = decode_tps(1);
-        const double bw_after = probe.measure(3);
-        best_bw = std::max({best_bw, bw_before, bw_after});
-        paired_bw.push_back(bytes * d1 / (0.5 * (bw_before + bw_after)));
+        std::pair<double, double> one;  // batch-1 tok/s, cores used
+        const double bw = probe.around(3, [&] { one = decode_tps(1); });
+        const auto [d1, c1] = one;
+        paired_bw.push_back(bytes * d1 / bw);
         keep_best(d1, c1, best.decode1_tps, best.decode1_cpu);
         if (batch > 1) {
             const auto [dB, cB] = decode_tps(batch);
@@ -297,7 +295,7 @@ int main(int argc, char** argv) {
                 peak.isa.c_str());
     if (peak.theoretical_flops > 0)
         std::printf("; theoretical %.1f GFLOP/s = %s", peak.theoretical_flops / 1e9, peak.theoretical_formula.c_str());
-    std::printf("\nbaseline: read bandwidth %.2f GB/s (sum over %lld MiB, best of every measurement)\n", best_bw / 1e9,
+    std::printf("\nbaseline: read bandwidth %.2f GB/s (sum over %lld MiB, best of every measurement)\n", probe.best() / 1e9,
                 (long long)(probe.buffer_bytes() >> 20));
     const double flops = 2 * w * best.prefill_tps;
     std::printf("prefill: %lld tokens: %.1f tok/s, %.2f GFLOP/s = %.3f of FMA peak (cores used %.2f)\n",
@@ -305,7 +303,7 @@ int main(int argc, char** argv) {
     std::printf("decode batch 1 (context %lld): %.2f tok/s, %.2f GB/s weights = %.3f of read bandwidth "
                 "(best ÷ best; cores used %.2f)\n",
                 (long long)context, best.decode1_tps, bytes * best.decode1_tps / 1e9,
-                bytes * best.decode1_tps / best_bw, best.decode1_cpu);
+                bytes * best.decode1_tps / probe.best(), best.decode1_cpu);
     std::printf("decode batch 1 paired: each round ÷ the read bandwidth measured just before and after it: %s\n",
                 spread(paired_bw).c_str());
     if (batch > 1) {
@@ -315,7 +313,7 @@ int main(int argc, char** argv) {
                     (long long)batch, (long long)context, best.decodeB_tps, ratio, best.decodeB_cpu,
                     (best.decodeB_tps / best.decodeB_cpu) / (best.decode1_tps / best.decode1_cpu),
                     spread(paired_batch).c_str());
-        const batch_ceiling ceil = ceiling_of(c, *ck, batch, w, peak.measured_flops, best_bw);
+        const batch_ceiling ceil = ceiling_of(c, *ck, batch, w, peak.measured_flops, probe.best());
         std::printf("decode batch %lld ceiling: %.2f x batch 1 (roofline: a step reads %.1f MB with routing spread "
                     "uniformly and does %.2f GFLOP, %s-bound); measured = %.2f of it\n",
                     (long long)batch, ceil.ratio, ceil.bytes / 1e6, ceil.flops / 1e9,

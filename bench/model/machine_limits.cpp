@@ -191,18 +191,16 @@ fma_peak_result measure_fma_peak(cpu::thread_pool& pool) {
 }
 
 read_bandwidth_probe::read_bandwidth_probe(cpu::thread_pool& pool, int64_t buffer_bytes)
-    : threads_(pool.size()), bytes_(buffer_bytes / 4 * 4), buf_(new float[static_cast<size_t>(buffer_bytes / 4)]) {
+    : threads_(pool.size()), bytes_(buffer_bytes / 4 * 4), avx2_(have_avx2()),
+      buf_(new float[static_cast<size_t>(buffer_bytes / 4)]) {
     const int64_t n = bytes_ / 4;
     on_every_thread(threads_, [&](int t) {  // first touch by the thread that will read it
         for (int64_t i = n * t / threads_; i < n * (t + 1) / threads_; ++i) buf_[i] = 1.0f;
     });
 }
 
-read_bandwidth_probe::~read_bandwidth_probe() { delete[] buf_; }
-
 double read_bandwidth_probe::measure(int passes) {
     const int64_t n = bytes_ / 4;
-    const bool avx2 = have_avx2();
     std::vector<double> partial(static_cast<size_t>(threads_) * 8, 0.0);
     double best = 0;
     for (int pass = 0; pass < passes; ++pass) {
@@ -210,12 +208,12 @@ double read_bandwidth_probe::measure(int passes) {
         on_every_thread(threads_, [&](int t) {
             const int64_t i0 = n * t / threads_, i1 = n * (t + 1) / threads_;
 #ifdef BENCH_AVX2
-            if (avx2) {
-                partial[static_cast<size_t>(t * 8)] = sum_avx2(buf_ + i0, i1 - i0);
+            if (avx2_) {
+                partial[static_cast<size_t>(t * 8)] = sum_avx2(buf_.get() + i0, i1 - i0);
                 return;
             }
 #endif
-            partial[static_cast<size_t>(t * 8)] = sum_scalar(buf_ + i0, i1 - i0);
+            partial[static_cast<size_t>(t * 8)] = sum_scalar(buf_.get() + i0, i1 - i0);
         });
         const double s = seconds_since(t0);
         double total = 0;
@@ -223,6 +221,7 @@ double read_bandwidth_probe::measure(int passes) {
         if (total != double(n)) std::abort();  // every element was read
         best = std::max(best, double(bytes_) / s);
     }
+    best_ = std::max(best_, best);
     return best;
 }
 

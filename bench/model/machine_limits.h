@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,18 +42,27 @@ bandwidth_result measure_read_bandwidth(cpu::thread_pool& pool, int64_t buffer_b
 class read_bandwidth_probe {
 public:
     read_bandwidth_probe(cpu::thread_pool& pool, int64_t buffer_bytes);
-    ~read_bandwidth_probe();
-    read_bandwidth_probe(const read_bandwidth_probe&) = delete;
-    read_bandwidth_probe& operator=(const read_bandwidth_probe&) = delete;
 
     // Bytes per second: the best of `passes` sums over the whole buffer.
     double measure(int passes);
+    // Runs figure() between two measure(passes) and returns the mean of the two: the bandwidth
+    // the figure's moment had.
+    template <class F>
+    double around(int passes, F&& figure) {
+        const double before = measure(passes);
+        figure();
+        return 0.5 * (before + measure(passes));
+    }
+    // The best of every measurement so far (the best ÷ best baseline).
+    double best() const { return best_; }
     int64_t buffer_bytes() const { return bytes_; }
 
 private:
     int threads_;
     int64_t bytes_;
-    float* buf_;
+    bool avx2_;
+    std::unique_ptr<float[]> buf_;
+    double best_ = 0;
 };
 
 // The median of a non-empty set of per-round figures (the mean of the middle two for an even count).

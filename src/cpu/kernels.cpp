@@ -66,16 +66,6 @@ constexpr int64_t k_row_tile = 60;  // a multiple of the AVX2 kernel's 6-row gro
 // still far inside a core's L2 for the row tiles that stream past it.
 constexpr int64_t k_block_quantum = 48;
 
-}  // namespace
-
-int64_t detail::output_block(const weight_matrix& w) {
-    const int64_t row_bytes = std::max<int64_t>(1, w.row_bytes());
-    const int64_t want = (int64_t{96} << 10) / row_bytes / k_block_quantum * k_block_quantum;
-    return std::clamp<int64_t>(want, k_block_quantum, 8 * k_block_quantum);
-}
-
-namespace {
-
 int64_t units_of(const linear_job& j) {
     if (j.rows <= 0 || j.w.rows <= 0) return 0;
     const int64_t block = detail::output_block(j.w);
@@ -91,6 +81,12 @@ void run_unit(const detail::kernel_table& k, const linear_job& j, int64_t u) {
 }
 
 }  // namespace
+
+int64_t detail::output_block(const weight_matrix& w) {
+    const int64_t row_bytes = std::max<int64_t>(1, w.row_bytes());
+    const int64_t want = (int64_t{96} << 10) / row_bytes / k_block_quantum * k_block_quantum;
+    return std::clamp<int64_t>(want, k_block_quantum, 8 * k_block_quantum);
+}
 
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,
             int64_t y_stride) {
