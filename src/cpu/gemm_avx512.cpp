@@ -51,9 +51,8 @@ constexpr int k_pairs = 8;        // output pairs per group: 16 outputs
 constexpr int k_rows = 3;         // rows per FMA block: 24 accumulators + 3 x + 1 weight run of 32 registers
 constexpr int64_t k_chunk = 512;  // columns per decode chunk: 8 pairs × 512 × 8 B = 32 KB of scratch
 
-// One output group: pairs (a[q], b[q]), q < 8 — sixteen outputs, consecutive (`contiguous`) or one
-// page apart (see gemm_form). A group of fewer than 16 outputs repeats its last one in the missing
-// places: those results are the same bits written to the same output again, so every group runs
+// One output group: pairs (a[q], b[q]), q < 8 — sixteen consecutive outputs (see gemm_form). A
+// group of fewer than 16 outputs (the block's last) repeats its last one in the missing places: those results are the same bits written to the same output again, so every group runs
 // the full 8-pair kernels.
 struct group {
     int64_t a[k_pairs], b[k_pairs];
@@ -68,12 +67,6 @@ group consecutive_group(int64_t o, int64_t o1) {
         g.b[q] = o + (2 * q + 1 < n ? 2 * q + 1 : n - 1);
     }
     g.full_contiguous = n == 2 * k_pairs;
-    return g;
-}
-
-group strided_group(int64_t first, int64_t stride) {
-    group g;
-    for (int q = 0; q < k_pairs; ++q) g.a[q] = first + stride * 2 * q, g.b[q] = first + stride * (2 * q + 1);
     return g;
 }
 
@@ -230,8 +223,8 @@ TANDEM_AVX512_INLINE __m512 reduce_two_rows(const float* v, const float* u) {
     return _mm512_permutexvar_ps(order, sum);
 }
 
-// Where a row pair's 16 results of half h of the group go, relative to row r's outputs (a
-// group one page apart): [row r outputs 8h..8h + 7 | row r + 1 the same].
+// Where a row pair's 16 results of half h of the group go, relative to row r's outputs (a short
+// group, with repeated outputs): [row r outputs 8h..8h + 7 | row r + 1 the same].
 TANDEM_AVX512_INLINE __m512i places_of(const group& g, int64_t ys, int64_t o0, int h) {
     alignas(64) int32_t at[16];
     for (int row = 0; row < 2; ++row)
@@ -246,7 +239,7 @@ TANDEM_AVX512 void finish(const weight_matrix& w, const group& g, int64_t rows, 
                           const float* acc, float* y, int64_t ys, int64_t o0) {
     const int64_t K = w.cols, K8 = K & ~int64_t{7};
     int64_t r = 0;
-    __m512i places[2] = {};  // only scattered groups use them
+    __m512i places[2] = {};  // only short groups use them
     if (!g.full_contiguous) places[0] = places_of(g, ys, o0, 0), places[1] = places_of(g, ys, o0, 1);
     if (K8 == K)
         for (; r + 2 <= rows; r += 2)
@@ -303,25 +296,18 @@ TANDEM_AVX512 void run_group(const float* x, int64_t xs, int64_t rows, const wei
     finish(w, g, rows, x, xs, acc_all, y, ys, o0);
 }
 
-// The tile. Rows shorter than a 4 KB page (bf16 K = 1024: 2 KB) are grouped one per page, as the
-// AVX2 and the GEMV kernels do: 16 outputs s = 4096 / row bytes apart, then the next 16 one row on,
-// so after s groups 16 whole pages were read, each in ascending order, and the L2 streamer runs
-// ahead within each (with consecutive rows a page held two or more interleaved row streams and the
-// streamer found none to follow). Each group prefetches its share of the next 16 pages.
+// The tile: groups of 16 consecutive outputs, each prefetching the next group's rows into L2.
+// Not one row per page, as the AVX2 tile and the GEMVs group short rows (bf16 K = 1024: 2 KB) for
+// the L2 streamer: sixteen rows at the same offset of sixteen pages share one set of the L1
+// (8-way on Zen 4, 12-way on Ice Lake), so the decode's lines were evicted between their column
+// steps and fetched again. Measured on a Zen 4 VM (16 rows, bf16 K = 1024, weights streamed from
+// memory, two threads, four alternating runs): page-apart groups 118-136 GFLOP/s, consecutive
+// 129-160; one core with the weights in L2: 74-85 against 96.
 template <class D>
 TANDEM_AVX512 void gemm_form(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0,
                              int64_t o1, float* y, int64_t ys, float* scratch, float* acc_all) {
-    const int64_t row_bytes = w.row_bytes(), group_bytes = 2 * k_pairs * row_bytes;
-    const int64_t s = row_bytes > 0 && row_bytes < 4096 ? 4096 / row_bytes : 1;
-    int64_t o = o0;
-    for (; s > 1 && o + 2 * k_pairs * s <= o1; o += 2 * k_pairs * s) {
-        const char* next = reinterpret_cast<const char*>(w.row_ptr(o)) + s * group_bytes;
-        for (int64_t c = 0; c < s; ++c) {
-            const prefetcher pf{next + c * group_bytes, next + (c + 1) * group_bytes};
-            run_group<D>(x, xs, rows, w, strided_group(o + c, s), pf, y, ys, o0, scratch, acc_all);
-        }
-    }
-    for (; o < o1; o += 2 * k_pairs) {
+    const int64_t group_bytes = 2 * k_pairs * w.row_bytes();
+    for (int64_t o = o0; o < o1; o += 2 * k_pairs) {
         const char* next = reinterpret_cast<const char*>(w.row_ptr(o)) + group_bytes;
         run_group<D>(x, xs, rows, w, consecutive_group(o, o1), prefetcher{next, next + group_bytes}, y, ys, o0,
                      scratch, acc_all);
