@@ -62,6 +62,9 @@ void linear_set::run() {
     quantized_used_ = 0;
 }
 
+// Rows from which run_layer computes the mHC mixes as a linear rather than as dot groups.
+constexpr int64_t k_mix_linear_rows = 8;
+
 void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::vector<float>& h) {
     const int64_t layer = view.layer();
     const int64_t T = b.rows, n = cfg.hc_mult, d = cfg.hidden_size;
@@ -75,7 +78,7 @@ void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::v
     comb.resize(static_cast<size_t>(T * n * n));
     // mHC pre in three phases (see hc_pre): the mixes, a dot over n·d fp32 weights each, are
     // split into groups of four over (row, group) units, so one decode row's 24 dots (~400 KB of
-    // weights) run on every thread instead of one.
+    // weights) run on every thread instead of one; from k_mix_linear_rows rows on, one linear.
     const int64_t mixes = (2 + n) * n, groups = (mixes + 3) / 4;
     std::vector<float>& xn = step.hc_xn;
     std::vector<float>& mix = step.hc_mix;
@@ -85,12 +88,24 @@ void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::v
         pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) hc_norm_input(cfg, &h[r * n * d], &xn[r * n * d]);
         });
-        pool->parallel_for(T * groups, 1, [&](int64_t u0, int64_t u1) {
-            for (int64_t u = u0; u < u1; ++u) {
-                const int64_t r = u / groups, j0 = (u % groups) * 4;
-                hc_mix_range(cfg, hw.fn, &xn[r * n * d], j0, std::min(mixes, j0 + 4), &mix[r * mixes + j0]);
-            }
-        });
+        if (T >= k_mix_linear_rows) {
+            // Many rows: the mixes as a linear over the fp32 fn rows, four rows per job (each a
+            // unit of its own, so every thread gets some): each fn vector is loaded once per
+            // four rows' fmas instead of once per row (dots), and the linear's per-output order is
+            // dots' (lanes k mod 8 in ascending k, then the same lane sum): the same bits.
+            const cpu::weight_matrix fn = cpu::weight_matrix::from_f32(hw.fn.ptr(), mixes, n * d);
+            step.hc_jobs.clear();
+            for (int64_t r = 0; r < T; r += 4)
+                step.hc_jobs.push_back({&xn[r * n * d], std::min<int64_t>(4, T - r), n * d, fn, &mix[r * mixes], mixes});
+            cpu::linear_group(*pool, step.hc_jobs);
+        } else {
+            pool->parallel_for(T * groups, 1, [&](int64_t u0, int64_t u1) {
+                for (int64_t u = u0; u < u1; ++u) {
+                    const int64_t r = u / groups, j0 = (u % groups) * 4;
+                    hc_mix_range(cfg, hw.fn, &xn[r * n * d], j0, std::min(mixes, j0 + 4), &mix[r * mixes + j0]);
+                }
+            });
+        }
         pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) {
                 hc_pre_from_mix(cfg, hw, &h[r * n * d], &mix[r * mixes], &x[r * d], &post[r * n], &comb[r * n * n]);
