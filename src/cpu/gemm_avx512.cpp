@@ -52,8 +52,9 @@ constexpr int k_rows = 3;         // rows per FMA block: 24 accumulators + 3 x +
 constexpr int64_t k_chunk = 512;  // columns per decode chunk: 8 pairs × 512 × 8 B = 32 KB of scratch
 
 // One output group: pairs (a[q], b[q]), q < 8 — sixteen consecutive outputs (see gemm_form). A
-// group of fewer than 16 outputs (the block's last) repeats its last one in the missing places: those results are the same bits written to the same output again, so every group runs
-// the full 8-pair kernels.
+// group of fewer than 16 outputs (the block's last) repeats its last one in the missing places:
+// those results are the same bits written to the same output again, so every group runs the full
+// 8-pair kernels.
 struct group {
     int64_t a[k_pairs], b[k_pairs];
     bool full_contiguous = false;  // outputs a[0], b[0], a[1], … are a[0] + 0, 1, 2, …, 15

@@ -50,7 +50,6 @@ struct step_scratch {
     std::vector<float> h;                      // [rows, n, d] residual streams
     std::vector<float> x, post, comb, sub;     // one sublayer's input, mHC post/comb, its output
     std::vector<float> hc_xn, hc_mix;          // [rows, n·d] normed streams, [rows, (2 + n)·n] mixes
-    std::vector<cpu::linear_job> hc_jobs;      // the mixes of many rows, as linears
     std::vector<int64_t> head_rows;
     std::vector<float> logits;
 };

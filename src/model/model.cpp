@@ -94,10 +94,10 @@ void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::v
             // four rows' fmas instead of once per row (dots), and the linear's per-output order is
             // dots' (lanes k mod 8 in ascending k, then the same lane sum): the same bits.
             const cpu::weight_matrix fn = cpu::weight_matrix::from_f32(hw.fn.ptr(), mixes, n * d);
-            step.hc_jobs.clear();
+            linear_set jobs(*this);
             for (int64_t r = 0; r < T; r += 4)
-                step.hc_jobs.push_back({&xn[r * n * d], std::min<int64_t>(4, T - r), n * d, fn, &mix[r * mixes], mixes});
-            cpu::linear_group(*pool, step.hc_jobs);
+                jobs.add(cpu::linear_job{&xn[r * n * d], std::min<int64_t>(4, T - r), n * d, fn, &mix[r * mixes], mixes});
+            jobs.run();
         } else {
             pool->parallel_for(T * groups, 1, [&](int64_t u0, int64_t u1) {
                 for (int64_t u = u0; u < u1; ++u) {
