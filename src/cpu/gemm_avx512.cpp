@@ -116,7 +116,10 @@ TANDEM_AVX512_INLINE void load_x(__m512 (&xv)[R], const float* x, int64_t xs, in
 // Decodes the chunk's columns [k0, k1) of the group's pairs into scratch: the scaled forms, whose
 // per-group states leave no registers for a fused block. A scale group may straddle two chunks
 // (a block wider than k_chunk, or one that does not divide it): each part takes its group's state.
-template <class D>
+// P pairs at a time side by side (FP4's scale group is only 4 column steps: independent decode
+// chains per step keep the vector pipes busy, one pair at a time left them waiting); see
+// rows_share_one_l1_set for P.
+template <class D, int P>
 TANDEM_AVX512 void decode_chunk(const weight_matrix& w, const group& g, int64_t k0, int64_t k1, int64_t k8,
                                 float* scratch) {
     const int64_t block = group_of<D>(w, k8);
@@ -126,18 +129,26 @@ TANDEM_AVX512 void decode_chunk(const weight_matrix& w, const group& g, int64_t 
         ra[q] = w.row_ptr(g.a[q]), rb[q] = w.row_ptr(g.b[q]);
         sa[q] = scale_row(w, g.a[q]), sb[q] = scale_row(w, g.b[q]);
     }
-    // The pairs side by side (FP4's scale group is only 4 column steps: independent decode
-    // chains per step keep the vector pipes busy, one pair at a time left them waiting).
     float* dst = scratch - 2 * k0;
     for (int64_t kb = k0; kb < k1;) {
         const int64_t group_end = (kb / block + 1) * block, ke = group_end < k1 ? group_end : k1;
         typename D::state st[k_pairs];
         for (int q = 0; q < k_pairs; ++q) st[q] = prepare_at<D>(w, sa[q], sb[q], kb, tables);
-        for (int64_t k = kb; k < ke; k += 8)
-            for (int q = 0; q < k_pairs; ++q) _mm512_storeu_ps(dst + q * k_pair_stride + 2 * k, D::load16(ra[q], rb[q], k, st[q]));
+        for (int q0 = 0; q0 < k_pairs; q0 += P)
+            for (int64_t k = kb; k < ke; k += 8)
+                for (int q = q0; q < q0 + P; ++q)
+                    _mm512_storeu_ps(dst + q * k_pair_stride + 2 * k, D::load16(ra[q], rb[q], k, st[q]));
         kb = ke;
     }
 }
+
+// Pairs decode_chunk takes side by side: all eight, but four when rows are a multiple of 4 KB
+// (FP8 at K = 4096): the sixteen rows then fall in ONE set of the L1 (8-way on Zen 4) and evicted
+// each other's lines between column steps. FP8, 16 rows, K = 4096 on the Zen 4 VM: one core in L2
+// 71-72 -> 79-87 GFLOP/s, two threads from memory 71-128 -> 117-157 (six alternating runs). Where
+// the rows spread over two sets or more, eight stay ahead (FP8 at K = 1024: 127-136 against
+// 117-127; FP4 at K = 4096, 2 KB rows: 83 against 63-71 in L2).
+inline bool rows_share_one_l1_set(const weight_matrix& w) { return w.row_bytes() % 4096 == 0; }
 
 // The first row block of an unscaled form: decodes each column step's runs, keeps them in scratch
 // for the other row blocks and uses them at once — the decode's loads and stores hide among this
@@ -282,11 +293,13 @@ TANDEM_AVX512 void run_group(const float* x, int64_t xs, int64_t rows, const wei
     // Spread evenly: a burst of prefetches waits for line-fill buffers and stalls the FMAs.
     const int64_t steps = (K8 / 8) * blocks, lines = (pf.end - pf.next + 63) / 64;
     pf.lines = static_cast<int>(steps > 0 ? (lines + steps - 1) / steps : 1);
+    const bool one_set = D::scaled && rows_share_one_l1_set(w);
     for (int64_t k0 = 0; k0 < K8; k0 += k_chunk) {
         const int64_t k1 = k0 + k_chunk < K8 ? k0 + k_chunk : K8;
         int64_t b = 0, r = 0;
         if constexpr (D::scaled) {
-            decode_chunk<D>(w, g, k0, k1, K8, scratch);
+            if (one_set) decode_chunk<D, k_pairs / 2>(w, g, k0, k1, K8, scratch);
+            else decode_chunk<D, k_pairs>(w, g, k0, k1, K8, scratch);
         } else {
             decode_fma_block<D>(block_rows(0), w, g, k0, k1, x, xs, scratch, acc_all, pf);
             r = block_rows(b++);

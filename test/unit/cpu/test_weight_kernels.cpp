@@ -271,17 +271,17 @@ TEST_CASE("cpu weights: the SIMD tiles' page-strided output groups give the scal
 TEST_CASE("cpu weights: the AVX-512 scratch GEMM's column chunks, row blocks and partial groups keep the scalar bits") {
     // gemm_avx512.cpp decodes 512-column chunks (a scale group may straddle two: FP8 blocks of 96)
     // and keeps the accumulators in memory between them, splits the rows into blocks of at most
-    // three, groups 16 outputs (one page apart for rows under 4 KB) and fills a group of fewer
-    // than 16 with repeats: columns past one chunk (with and without a tail that is not a multiple
-    // of 8), every block split from 4 to 19 rows, output counts that end in a partial group, and
-    // 136 outputs, enough for one page-apart group of FP4's 512-byte rows.
+    // three, groups 16 consecutive outputs and fills a group of fewer than 16 with repeats, and
+    // decodes a scaled form's pairs four at a time when its rows are a multiple of 4 KB: columns
+    // past one chunk (with and without a tail that is not a multiple of 8), 4096 columns (FP8's
+    // 4 KB rows), every block split from 4 to 19 rows, output counts that end in a partial group.
     if (!avx512_cpu()) return;
     const form_case cases[] = {{weight_form::f32, scale_form::none, 1},       {weight_form::bf16, scale_form::none, 1},
                                {weight_form::f16, scale_form::none, 1},       {weight_form::fp8_e4m3, scale_form::e8m0, 128},
                                {weight_form::fp8_e4m3, scale_form::f32, 96},  {weight_form::fp4_e2m1, scale_form::e8m0, 32}};
     std::mt19937 rng(13);
     for (const auto& fc : cases)
-        for (int64_t cols : {1024, 1030, 1536})
+        for (int64_t cols : {1024, 1030, 1536, 4096})
             for (int64_t out : {13, 40, 136}) {
                 stored s = make_stored(fc.form, fc.scale, out, cols, fc.block, uint64_t(cols) + out);
                 for (int64_t rows : {4, 7, 8, 13, 16, 19}) {
