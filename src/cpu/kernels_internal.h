@@ -40,10 +40,18 @@ const kernel_table* avx2_kernels();  // null when this build has no AVX2 path
 const kernel_table* avx512_kernels();  // AVX2's with an AVX-512F tile; null without the AVX2 path
 const kernel_table& active_kernels();
 
+// How the AVX-512 few-row kernel decodes the FP8 codes whose scale it folds into x
+// (cpu/pair_decoders_avx512.h, fp8_unscaled16): via_fp32 forms fp32 subnormals from the e4m3
+// subnormal codes, so it is taken only where multiplying them costs nothing (AMD cores; an Intel
+// core takes a microcode assist per multiply). Both give the same bits.
+enum class fp8_decode_route { via_fp16, via_fp32 };
+fp8_decode_route fp8_route_for_this_cpu();
+
 // One to eight rows against FP4 or FP8 weights with AVX-512F (few_rows_avx512.cpp): the tile's
-// contract below for rows ≤ 8, bitwise the AVX2 kernels. Only the AVX-512 table calls it (x86-64 builds only).
+// contract below for rows ≤ 8, bitwise the AVX2 kernels, whichever FP8 route. Only the AVX-512
+// table calls it (x86-64 builds only).
 void few_rows_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
-                     float* y, int64_t ys);
+                     float* y, int64_t ys, fp8_decode_route route);
 
 // Two or more rows against any stored form with AVX-512F (gemm_avx512.cpp): the tile's contract
 // above, bitwise the AVX2 tile. Only the AVX-512 table calls it (x86-64 builds only).

@@ -199,7 +199,7 @@ void tile_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& 
                  int64_t ys) {
     if (w.form == weight_form::fp4_e2m1 || w.form == weight_form::fp8_e4m3) {
         const int64_t few = w.form == weight_form::fp4_e2m1 ? k_few_rows_max_fp4 : k_few_rows_max_fp8;
-        if (rows <= few) return few_rows_avx512(x, xs, rows, w, o0, o1, y, ys);
+        if (rows <= few) return few_rows_avx512(x, xs, rows, w, o0, o1, y, ys, fp8_route_for_this_cpu());
         return gemm_avx512(x, xs, rows, w, o0, o1, y, ys);
     }
     if (rows < 2) return avx2_kernels()->tile(x, xs, rows, w, o0, o1, y, ys);

@@ -4,6 +4,7 @@
 // instruction set.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -311,6 +312,51 @@ TEST_CASE("cpu weights: FP4 with every E8M0 scale code gives the scalar bits (th
         CAPTURE(rows);
         CHECK(avx512_tile_gives_scalar_bits(s.m, rows, rng));
     }
+}
+
+TEST_CASE("cpu weights: FP8 at few rows with the scale folded into x keeps the scalar bits on both decode routes") {
+    // few_rows_avx512.cpp multiplies x by 2^(e + 8) or 2^(e + 120) (the fp16 and fp32 routes) and
+    // fmas the codes unscaled when a scale group's outputs share one E8M0 code and that product is
+    // exact for the call's x; else it takes the scaled path. Edges: scale codes 0 (2^-127) to 134
+    // (2^7, the loader's bound), x far above 1 and down among the subnormals, inf, zeros; block
+    // heights 128, 24, 16 and 8 (the loader's multiples of 8), and a view starting at row 3, whose
+    // output groups straddle two scale rows.
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!avx512_cpu()) return;
+    const int64_t out = 40, cols = 4104;  // a tail of 8 columns past the last block of 128
+    std::mt19937 rng(23);
+    std::normal_distribution<float> nd;
+    for (int64_t block : {128, 24, 16, 8}) {
+        stored s = make_stored(weight_form::fp8_e4m3, scale_form::e8m0, out, cols, block, uint64_t(block) * 3);
+        for (size_t i = 0; i < s.scales.size(); ++i) {
+            const uint8_t edges[] = {0, 1, 7, 60, 110, 127, 130, 134};
+            s.scales[i] = i % 3 == 0 ? edges[(i / 3) % 8] : static_cast<uint8_t>(100 + rng() % 35);
+        }
+        for (int x_kind = 0; x_kind < 6; ++x_kind)
+            for (int64_t rows : {1, 2, 3, 4}) {
+                CAPTURE(block);
+                CAPTURE(x_kind);
+                CAPTURE(rows);
+                std::vector<float> x(static_cast<size_t>(rows * cols));
+                for (auto& v : x) v = nd(rng);
+                if (x_kind == 1) x[7] = std::ldexp(1.5f, 100);        // folds only where 2^j is small
+                if (x_kind == 2) x[x.size() - 20] = 1e-40f;            // a subnormal: folds only for j ≥ 0
+                if (x_kind == 3) x[3] = std::ldexp(1.0f, -120);       // normal, but not after 2^-10
+                if (x_kind == 4) std::fill(x.begin(), x.end(), 0.0f);  // any power of two is exact
+                if (x_kind == 5) x[11] = INFINITY;                     // no fold at all
+                for (const weight_matrix& m : {s.m, s.m.slice_rows(3, out - 3)}) {
+                    CAPTURE(m.row0);
+                    std::vector<float> want(static_cast<size_t>(rows * m.rows)), got(want.size());
+                    detail::scalar_kernels().tile(x.data(), cols, rows, m, 0, m.rows, want.data(), m.rows);
+                    for (auto route : {detail::fp8_decode_route::via_fp16, detail::fp8_decode_route::via_fp32}) {
+                        std::fill(got.begin(), got.end(), -3.0f);
+                        detail::few_rows_avx512(x.data(), cols, rows, m, 0, m.rows, got.data(), m.rows, route);
+                        CHECK(same_bits(got.data(), want.data(), got.size()));
+                    }
+                }
+            }
+    }
+#endif
 }
 
 TEST_CASE("cpu weights: a linear_group gives each job the bits of its own linear, any thread count") {
