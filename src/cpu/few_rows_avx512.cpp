@@ -125,7 +125,9 @@ TANDEM_AVX512 void pairs(const float* x, int64_t xs, const weight_matrix& w, con
     }
     for (int64_t kb = 0; kb < K8; kb += block) {
         const int64_t ke = kb + block < K8 ? kb + block : K8;
-        if constexpr (std::is_same_v<D, fp8_pair>) {
+        // Folding costs a multiply per row and column step, the scaled path one per pair: only
+        // while rows ≤ pairs (FP8 comes here up to 4 rows, with 4 pairs) is it the cheaper.
+        if constexpr (std::is_same_v<D, fp8_pair> && R <= P) {
             if (one_scale_row) {
                 const int e = static_cast<int>(sa[0][scale_col_of(w, kb)]) - 127;
                 if (route == fp8_decode_route::via_fp32) {
