@@ -17,8 +17,9 @@
 // count), except that a prefill runs the lm head for its last token only (the benchmark asks for
 // no prompt logits), so its head counts once per prefill, not once per token. (Until 4 December
 // the prefill figure counted the head for every prompt token: 37% of `small`'s active weights and
-// 47% of `flash-slice`'s, so it read 1.6× / 1.9× too high.) Bytes count what one decode token reads of the checkpoint's stored bytes: every tensor
-// except the embedding, tid2eid and MTP, with routed experts (weights and scales) at top-k / E.
+// 47% of `flash-slice`'s, so it read 1.6× / 1.9× too high.) Bytes count what one decode token
+// reads of the checkpoint's stored bytes: every tensor except the embedding, tid2eid and MTP, with
+// routed experts (weights and scales) at top-k / E.
 #include <time.h>
 
 #include <fmt/format.h>

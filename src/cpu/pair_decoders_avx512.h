@@ -130,13 +130,7 @@ struct fp8_pair {
     TANDEM_AVX512_INLINE static state prepare(float sa, float sb) {
         return {_mm512_mask_mov_ps(_mm512_set1_ps(sa * 256.0f), 0xff00, _mm512_set1_ps(sb * 256.0f))};
     }
-    TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state& st) {
-        const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(ra + k));
-        const __m128i both = _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(lo), reinterpret_cast<const double*>(rb + k)));
-        __m256i h = _mm256_cvtepi8_epi16(both);
-        h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16(static_cast<short>(0xbfff)));
-        return _mm512_mul_ps(st.f, _mm512_cvtph_ps(h));
-    }
+    static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state& st);  // below
 };
 
 // FP8 with its scale carried by x instead of the weights (few_rows_avx512.cpp folds 2^j into x
@@ -157,6 +151,9 @@ TANDEM_AVX512_INLINE __m512 fp8_unscaled16(const uint8_t* ra, const uint8_t* rb,
         const __m256i h = _mm256_slli_epi16(_mm256_cvtepi8_epi16(both), 7);
         return _mm512_cvtph_ps(_mm256_and_si256(h, _mm256_set1_epi16(static_cast<short>(0xbfff))));
     }
+}
+TANDEM_AVX512_INLINE __m512 fp8_pair::load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state& st) {
+    return _mm512_mul_ps(st.f, fp8_unscaled16<fp8_decode_route::via_fp16>(ra, rb, k));
 }
 // log2 of what a code decoded by fp8_unscaled16 must be multiplied by to give its value.
 template <fp8_decode_route Route>
