@@ -87,10 +87,13 @@ TANDEM_AVX512_INLINE __m512 x_both_halves(const float* p) {
     return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p))));
 }
 
+// The first chunk starts its accumulators at +0 in registers (no zeroing pass over the rows ×
+// 8 accumulators, no loads): the same +0 a stored zero would reload, so no bit changes.
 template <int R>
-TANDEM_AVX512_INLINE void load_acc(__m512 (&a)[R][k_pairs], const float* acc) {
+TANDEM_AVX512_INLINE void load_acc(__m512 (&a)[R][k_pairs], const float* acc, bool first) {
     for (int r = 0; r < R; ++r)
-        for (int q = 0; q < k_pairs; ++q) a[r][q] = _mm512_loadu_ps(acc + 16 * (r * k_pairs + q));
+        for (int q = 0; q < k_pairs; ++q)
+            a[r][q] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + 16 * (r * k_pairs + q));
 }
 template <int R>
 TANDEM_AVX512_INLINE void store_acc(const __m512 (&a)[R][k_pairs], float* acc) {
@@ -159,7 +162,7 @@ TANDEM_AVX512 void decode_fma_chunk(const weight_matrix& w, const group& g, int6
     const uint8_t *ra[k_pairs], *rb[k_pairs];
     for (int q = 0; q < k_pairs; ++q) ra[q] = w.row_ptr(g.a[q]), rb[q] = w.row_ptr(g.b[q]);
     __m512 a[R][k_pairs];
-    load_acc<R>(a, acc);
+    load_acc<R>(a, acc, k0 == 0);
     for (int64_t k = k0; k < k1; k += 8) {
         pf.step();
         __m512 xv[R];
@@ -178,7 +181,7 @@ template <int R>
 TANDEM_AVX512 void fma_chunk(const float* x, int64_t xs, const float* scratch, int64_t k0, int64_t n, float* acc,
                              prefetcher& pf) {
     __m512 a[R][k_pairs];
-    load_acc<R>(a, acc);
+    load_acc<R>(a, acc, k0 == 0);
     for (int64_t s = 0; s < n; s += 8) {
         pf.step();
         __m512 xv[R];
@@ -285,7 +288,8 @@ template <class D>
 TANDEM_AVX512 void run_group(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, const group& g,
                              prefetcher pf, float* y, int64_t ys, int64_t o0, float* scratch, float* acc_all) {
     const int64_t K8 = w.cols & ~int64_t{7};
-    for (int64_t i = 0; i < rows * k_pairs; ++i) _mm512_storeu_ps(acc_all + 16 * i, _mm512_setzero_ps());
+    if (K8 == 0)  // no chunk runs to start the accumulators (see load_acc): finish reads zeros
+        for (int64_t i = 0; i < rows * k_pairs; ++i) _mm512_storeu_ps(acc_all + 16 * i, _mm512_setzero_ps());
     // Rows in blocks of at most three, as even as possible (4 rows: 2 + 2, not 3 + 1, whose one-row
     // block has too few independent FMA chains to fill the pipes).
     const int64_t blocks = (rows + k_rows - 1) / k_rows, base = rows / blocks, extra = rows % blocks;
