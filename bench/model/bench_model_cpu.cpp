@@ -13,8 +13,8 @@
 // over rounds (a shared VM's bandwidth swings between rounds, and best ÷ best can pair a busy
 // moment of one side with a quiet one of the other).
 //
-// FLOPs count 2 per active linear weight per token (attention scores excluded: a conservative
-// count), except that a prefill runs the lm head for its last token only (the benchmark asks for
+// FLOPs count 2 per active linear weight per token (the headline figure leaves attention's own
+// dot products out: a conservative count; a second line adds them), except that a prefill runs the lm head for its last token only (the benchmark asks for
 // no prompt logits), so its head counts once per prefill, not once per token. (Until 4 December
 // the prefill figure counted the head for every prompt token: 37% of `small`'s active weights and
 // 47% of `flash-slice`'s, so it read 1.6× / 1.9× too high.) Bytes count what one decode token
@@ -96,6 +96,30 @@ double active_weights_per_token(const model::model_config& c) {
         w += 2.0 * double((2 + c.hc_mult) * c.hc_mult) * c.hc_mult * d;                     // mHC mixes
     }
     return w + head_weights(c);
+}
+
+// The multiply-adds of attention itself in a prefill of P tokens from position 0, beside the
+// linears: per layer, query head and key it attends to, D for the score and D for the weighted
+// value (the window's min(t + 1, W) keys at position t, plus the compressed rows: all visible ones,
+// or the lightning indexer's top-k where more are visible — whose scoring, Hi · Di per visible row,
+// counts too). attention.cpp computes exactly these dots and axpys.
+double attention_macs_of_prefill(const model::model_config& c, int64_t P) {
+    const double H = double(c.num_attention_heads), D = double(c.head_dim);
+    double macs = 0;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        const auto& lc = c.layers[static_cast<size_t>(l)];
+        for (int64_t t = 0; t < P; ++t) {
+            double keys = double(std::min<int64_t>(t + 1, c.sliding_window));
+            if (lc.compress_ratio > 0) {
+                const int64_t visible = (t + 1) / lc.compress_ratio;
+                const bool indexed = lc.attention == model::attention_type::csa && visible > c.index_topk;
+                keys += double(indexed ? c.index_topk : visible);
+                if (indexed) macs += double(visible) * double(c.index_n_heads * c.index_head_dim);
+            }
+            macs += 2.0 * H * D * keys;
+        }
+    }
+    return macs;
 }
 
 // Stored bytes one decode step of B sequences reads (see the file comment): every routed expert
@@ -248,10 +272,12 @@ int main(int argc, char** argv) {
 
     // Warm-up, untimed: the first forward pass of a process takes a page fault on every 4 KiB of
     // the mapped checkpoint (and of the pool). A server pays that once at its first request; a
-    // benchmark that timed it would charge the prefill figure with it.
+    // benchmark that timed it would charge the prefill figure with it. The whole prompt length, so
+    // the first round's prefill also finds the step buffers grown to its size (a server's steady
+    // state; a 64-token warm-up left the first 512-token prefill ~7% slower on flash-slice).
     {
         std::vector<int32_t> tokens;
-        for (int64_t i = 0; i < std::min<int64_t>(prompt, 64); ++i) tokens.push_back(token_at(98, i));
+        for (int64_t i = 0; i < prompt; ++i) tokens.push_back(token_at(98, i));
         cache::slot_ref slot = new_slot(static_cast<int64_t>(tokens.size()));
         std::vector<model::forward_item> warm = {{tokens, 0, slot, false}};
         run(warm);
@@ -306,9 +332,14 @@ int main(int argc, char** argv) {
     // Per prompt token: every active weight but the head; the head once for the whole prompt.
     const double head = head_weights(c);
     const double flops = 2 * ((w - head) + head / double(prompt)) * best.prefill_tps;
-    std::printf("prefill: %lld tokens: %.1f tok/s, %.2f GFLOP/s = %.3f of FMA peak (head counted once; cores used "
-                "%.2f)\n",
+    std::printf("prefill: %lld tokens: %.1f tok/s, %.2f GFLOP/s = %.3f of FMA peak (linears, head counted once; "
+                "cores used %.2f)\n",
                 (long long)prompt, best.prefill_tps, flops / 1e9, flops / peak.measured_flops, best.prefill_cpu);
+    const double attn_flops = 2 * attention_macs_of_prefill(c, prompt) / double(prompt) * best.prefill_tps;
+    std::printf("prefill with attention's own FLOPs (scores, weighted values, indexer: %.2f GFLOP per prefill, "
+                "%.1f%% of the linears'): %.2f GFLOP/s = %.3f of FMA peak\n",
+                2 * attention_macs_of_prefill(c, prompt) / 1e9, 100 * attn_flops / flops, (flops + attn_flops) / 1e9,
+                (flops + attn_flops) / peak.measured_flops);
     std::printf("decode batch 1 (context %lld): %.2f tok/s, %.2f GB/s weights = %.3f of read bandwidth "
                 "(best ÷ best; cores used %.2f)\n",
                 (long long)context, best.decode1_tps, bytes * best.decode1_tps / 1e9,

@@ -353,17 +353,22 @@ private:
         m_.pool->parallel_for(T_ * H_, 1, [&](int64_t i0, int64_t i1) {
             thread_local std::vector<const float*> keys;
             thread_local std::vector<float> logit;
+            int64_t keys_of = -1;  // the row `keys` holds: a piece's heads of one row share them
             for (int64_t i = i0; i < i1; ++i) {
                 const int64_t r = i / H_, h = i % H_, t = b_.pos[r];
-                const size_t si = static_cast<size_t>(seq_of_[static_cast<size_t>(r)]);
-                const batch_seq& s = b_.seqs[si];
-                const seq_view& v = views_[si];
-                keys.clear();
-                for (int64_t p = std::max<int64_t>(0, t - W_ + 1); p <= t; ++p)
-                    keys.push_back(p >= s.start_pos ? &kv_[(s.row0 + p - s.start_pos) * D_] : &v.window[(p % W_) * D_]);
-                if (aw_.has_compressor)
-                    for (int32_t wv : selected_[static_cast<size_t>(r)])
-                        keys.push_back(&v.comp[int64_t{v.comp_slot[static_cast<size_t>(wv)]} * D_]);
+                if (r != keys_of) {
+                    const size_t si = static_cast<size_t>(seq_of_[static_cast<size_t>(r)]);
+                    const batch_seq& s = b_.seqs[si];
+                    const seq_view& v = views_[si];
+                    keys.clear();
+                    for (int64_t p = std::max<int64_t>(0, t - W_ + 1); p <= t; ++p)
+                        keys.push_back(p >= s.start_pos ? &kv_[(s.row0 + p - s.start_pos) * D_]
+                                                        : &v.window[(p % W_) * D_]);
+                    if (aw_.has_compressor)
+                        for (int32_t wv : selected_[static_cast<size_t>(r)])
+                            keys.push_back(&v.comp[int64_t{v.comp_slot[static_cast<size_t>(wv)]} * D_]);
+                    keys_of = r;
+                }
                 const float* qh = &q_[i * D_];
                 const float sink = aw_.sink.ptr()[h];
                 logit.resize(keys.size());
