@@ -214,17 +214,28 @@ void model_impl::moe(int64_t layer, const batch& b, const std::vector<float>& x,
     run_gate_up(*this, sc, mw, x, T);
     run_down(*this, sc, mw, T);
     out.resize(static_cast<size_t>(T * d));
+    // Row r: ((0 + w_1·y_1) + w_2·y_2 + …) + shared, in slot order (experts ascending), like HF's
+    // index_add — through cpu::axpys (AVX2: the row in registers across slots) with each product
+    // and sum rounded, the same per element as the scalar loop it replaced. Official numerics
+    // applied the weight before w2: its slots go in with factor 1, as the shared expert does
+    // (1·v is v exactly, so the sums are unchanged).
     pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-            for (int64_t j = 0; j < d; ++j) {
-                float acc = 0.0f;  // 0 + e_first + e_second + … like HF's index_add in expert order
-                for (int64_t sl = 0; sl < k; ++sl) {
-                    const int64_t s = r * k + sl, p = sc.position_of[static_cast<size_t>(s)];
-                    const float v = sc.y[p * d + j];
-                    acc += weight_first ? v : v * sc.weight[static_cast<size_t>(s)];
-                }
-                out[r * d + j] = acc + sc.shared[r * d + j];
+        thread_local std::vector<const float*> rows;
+        thread_local std::vector<float> factors;
+        rows.resize(static_cast<size_t>(k + 1));
+        factors.resize(static_cast<size_t>(k + 1));
+        for (int64_t r = r0; r < r1; ++r) {
+            for (int64_t sl = 0; sl < k; ++sl) {
+                const int64_t s = r * k + sl, p = sc.position_of[static_cast<size_t>(s)];
+                rows[static_cast<size_t>(sl)] = &sc.y[p * d];
+                factors[static_cast<size_t>(sl)] = weight_first ? 1.0f : sc.weight[static_cast<size_t>(s)];
             }
+            rows[static_cast<size_t>(k)] = &sc.shared[r * d];
+            factors[static_cast<size_t>(k)] = 1.0f;
+            float* o = &out[r * d];
+            std::fill(o, o + d, 0.0f);
+            cpu::axpys(factors.data(), rows.data(), k + 1, o, d);
+        }
     });
 }
 
