@@ -299,15 +299,21 @@ private:
                     continue;
                 }
                 const seq_view& v = views_[static_cast<size_t>(seq_of_[static_cast<size_t>(r)])];
-                thread_local std::vector<float> score;
-                score.resize(static_cast<size_t>(visible));
-                for (int64_t wv = 0; wv < visible; ++wv) {
-                    float sc = 0.0f;
-                    for (int64_t h = 0; h < Hi_; ++h) {
-                        const float dp = cpu::dot(&qi_[(r * Hi_ + h) * Di_], &v.idx[wv * Di_], Di_);
-                        sc += (std::max(dp, 0.0f) * idx_scale) * (iw_[r * Hi_ + h] * head_scale);
-                    }
-                    score[static_cast<size_t>(wv)] = sc;
+                // score[wv] = Σ_h (max(q_h · k_wv, 0) · idx_scale) · (w_h · head_scale), h ascending.
+                // A head's dots against every visible row go through cpu::dots (four independent
+                // chains, each dot in cpu::dot's order) rather than one latency-bound dot per
+                // (row, head); each score still adds its heads' terms in ascending h from 0.
+                thread_local std::vector<float> score, dp;
+                thread_local std::vector<const float*> rows;
+                score.assign(static_cast<size_t>(visible), 0.0f);
+                dp.resize(static_cast<size_t>(visible));
+                rows.resize(static_cast<size_t>(visible));
+                for (int64_t wv = 0; wv < visible; ++wv) rows[static_cast<size_t>(wv)] = &v.idx[wv * Di_];
+                for (int64_t h = 0; h < Hi_; ++h) {
+                    cpu::dots(&qi_[(r * Hi_ + h) * Di_], rows.data(), visible, Di_, dp.data());
+                    const float head_weight = iw_[r * Hi_ + h] * head_scale;
+                    for (int64_t wv = 0; wv < visible; ++wv)
+                        score[static_cast<size_t>(wv)] += (std::max(dp[static_cast<size_t>(wv)], 0.0f) * idx_scale) * head_weight;
                 }
                 top_k_ascending(score, c_.index_topk, sel);
             }
