@@ -6,7 +6,8 @@
 // The unit tests compare these functions bit for bit with the CPU reference (cpu/kernels.h,
 // cpu/weight_matrix.h, cache/codec.h, model/forward.h): what passes there is the exact operation
 // sequence the GPU runs. Two things remain that only a GPU can show: the device's own libm
-// (expf, sinf, cosf differ from glibc in the last bits: tier 2 of the parity harness) and the
+// (expf, sinf, cosf differ from glibc in the last bits: tier 2 of the parity harness — except the
+// attention softmax's exponential, exp_f32 from core/exp_f32.h on both sides) and the
 // compiler (the .cu files are built with --fmad=false so `a * b + c` is never contracted, exactly
 // as g++ -std=c++20 leaves it; explicit fmaf is used where the CPU calls std::fma).
 //
@@ -21,6 +22,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include "core/exp_f32.h"  // the attention softmax's exponential, bitwise the CPU's
 
 #if defined(__CUDACC__)
 #define TANDEM_HD __host__ __device__ __forceinline__
@@ -301,8 +304,8 @@ TANDEM_HD float attention_softmax(float* logits, int64_t n_keys, float sink) {
     float mx = sink;
     for (int64_t j = 0; j < n_keys; ++j) mx = mx < logits[j] ? logits[j] : mx;
     float denom = 0.0f;
-    for (int64_t j = 0; j < n_keys; ++j) denom += (logits[j] = expf(logits[j] - mx));
-    denom += expf(sink - mx);
+    for (int64_t j = 0; j < n_keys; ++j) denom += (logits[j] = exp_f32(logits[j] - mx));
+    denom += exp_f32(sink - mx);
     return denom;
 }
 template <typename Key>

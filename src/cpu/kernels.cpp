@@ -44,6 +44,8 @@ void dots(const float* q, const float* const* keys, int64_t count, int64_t n, fl
 
 void axpy(float a, const float* x, float* y, int64_t n) { detail::active_kernels().axpy(a, x, y, n); }
 
+float exp_shifted(float* v, int64_t n, float shift) { return detail::active_kernels().exp_shifted(v, n, shift); }
+
 void axpys(const float* a, const float* const* x, int64_t count, float* y, int64_t n) {
     detail::active_kernels().axpys(a, x, count, y, n);
 }

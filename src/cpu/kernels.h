@@ -35,6 +35,10 @@ void axpy(float a, const float* x, float* y, int64_t n);
 // attention core's weighted sum of values: one store per element instead of one per key).
 void axpys(const float* a, const float* const* x, int64_t count, float* y, int64_t n);
 
+// The softmax's exponentials: v[j] = exp_f32(v[j] − shift) for j < n (core/exp_f32.h, an fma
+// sequence every ISA and the GPU reproduce bit for bit), returning their sum in ascending j from 0.
+float exp_shifted(float* v, int64_t n, float shift);
+
 // y[r, o] = Σ_i x[r, i] · w(o, i) for r < rows, o < w.rows (PyTorch nn.Linear layout: w is
 // [out, in]). x has `rows` rows of stride `x_stride` (≥ w.cols), y rows of stride `y_stride`.
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,

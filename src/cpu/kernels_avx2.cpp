@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "core/exp_f32.h"
 #include "cpu/decoders_avx2.h"
 
 namespace tandem::cpu::detail {
@@ -276,10 +277,57 @@ TANDEM_AVX2 void axpys_avx2(const float* a, const float* const* x, int64_t count
         for (int64_t j = 0; j < count; ++j) axpy_avx2(a[j], x[j] + i, y + i, n - i);
 }
 
+// exp_f32 (core/exp_f32.h) on eight lanes: the same operations in the same order — compares and
+// blends for the clamps (a NaN lane compares false and stays NaN, as in the scalar form), an
+// fp32 multiply, round to nearest even, the fma chain, two exact powers of two — so each lane is
+// bitwise the scalar function's.
+TANDEM_AVX2 __m256 exp8(__m256 x) {
+    using namespace exp_f32_detail;
+    const __m256 lowest = _mm256_set1_ps(k_lowest), highest = _mm256_set1_ps(k_highest);
+    x = _mm256_blendv_ps(x, lowest, _mm256_cmp_ps(x, lowest, _CMP_LT_OQ));
+    x = _mm256_blendv_ps(x, highest, _mm256_cmp_ps(x, highest, _CMP_GT_OQ));
+    const __m256 n =
+        _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(k_log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(k_ln2_hi), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(k_ln2_lo), r);
+    __m256 p = _mm256_set1_ps(k_c7);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k_c6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k_c5));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k_c4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k_c3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k_c2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i ordered = _mm256_castps_si256(_mm256_cmp_ps(n, n, _CMP_ORD_Q));
+    const __m256i ni = _mm256_and_si256(_mm256_cvtps_epi32(n), ordered);  // NaN lanes: 0, as the scalar form
+    const __m256i half = _mm256_srai_epi32(ni, 1), rest = _mm256_sub_epi32(ni, half);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+// Eight exponentials per step; the last 1-7 through a padded register (no scalar libm call). The
+// sum is a plain ascending loop over the stored values, as the reference's.
+TANDEM_AVX2 float exp_shifted_avx2(float* v, int64_t n, float shift) {
+    const __m256 sv = _mm256_set1_ps(shift);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(v + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(v + j), sv)));
+    if (j < n) {
+        alignas(32) float tail[8] = {};
+        for (int64_t i = j; i < n; ++i) tail[i - j] = v[i];
+        _mm256_store_ps(tail, exp8(_mm256_sub_ps(_mm256_load_ps(tail), sv)));
+        for (int64_t i = j; i < n; ++i) v[i] = tail[i - j];
+    }
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += v[i];
+    return sum;
+}
+
 }  // namespace
 
 const kernel_table* avx2_kernels() {
-    static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2, dots_avx2, axpy_avx2, axpys_avx2};
+    static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2, dots_avx2, axpy_avx2, axpys_avx2, exp_shifted_avx2};
     return &t;
 }
 

@@ -29,6 +29,9 @@ struct kernel_table {
     void (*axpy)(float a, const float* x, float* y, int64_t n);
     // axpy(a[j], x[j], y, n) for j = 0, 1, …, count − 1 in that order: the same bits.
     void (*axpys)(const float* a, const float* const* x, int64_t count, float* y, int64_t n);
+    // v[j] = exp_f32(v[j] − shift) for j < n (core/exp_f32.h: the same bits on every ISA), and
+    // returns ((0 + v[0]) + v[1]) + … in ascending j.
+    float (*exp_shifted)(float* v, int64_t n, float shift);
 };
 
 // Outputs per work unit of linear() / linear_group(): about 96 KB of weights, a multiple of 48

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/exp_f32.h"
 #include "cpu/kernels_internal.h"
 
 namespace tandem::cpu::detail {
@@ -35,6 +36,12 @@ void axpys_reference(const float* a, const float* const* x, int64_t count, float
     for (int64_t j = 0; j < count; ++j) axpy_reference(a[j], x[j], y, n);
 }
 
+float exp_shifted_reference(float* v, int64_t n, float shift) {
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) sum += (v[j] = exp_f32(v[j] - shift));
+    return sum;
+}
+
 void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                     float* y, int64_t y_stride) {
     std::vector<float> row(static_cast<size_t>(w.cols));
@@ -47,7 +54,8 @@ void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight
 }  // namespace
 
 const kernel_table& scalar_kernels() {
-    static const kernel_table t{"scalar", tile_reference, dot_reference, dots_reference, axpy_reference, axpys_reference};
+    static const kernel_table t{"scalar", tile_reference, dot_reference, dots_reference, axpy_reference, axpys_reference,
+                                exp_shifted_reference};
     return t;
 }
 

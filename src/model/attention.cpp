@@ -20,6 +20,7 @@
 
 #include "cache/codec.h"
 #include "core/check.h"
+#include "core/exp_f32.h"
 #include "cpu/kernels.h"
 #include "model/forward.h"
 #include "model/numerics.h"
@@ -381,9 +382,11 @@ private:
                 cpu::dots(qh, keys.data(), static_cast<int64_t>(keys.size()), D_, logit.data());
                 float mx = sink;
                 for (size_t j = 0; j < keys.size(); ++j) mx = std::max(mx, logit[j] = logit[j] * scale);
-                float denom = 0.0f;
-                for (size_t j = 0; j < keys.size(); ++j) denom += (logit[j] = std::exp(logit[j] - mx));
-                denom += std::exp(sink - mx);
+                // exp_f32 (core/exp_f32.h), eight lanes at a time, not std::exp per key: the GPU's
+                // kernels (cuda/host/kernel_math.h) run the same fma sequence, so their softmax is
+                // bitwise this one.
+                float denom = cpu::exp_shifted(logit.data(), static_cast<int64_t>(keys.size()), mx);
+                denom += exp_f32(sink - mx);
                 float* oh = &o_[i * D_];
                 for (size_t j = 0; j < keys.size(); ++j) logit[j] = logit[j] / denom;
                 cpu::axpys(logit.data(), keys.data(), static_cast<int64_t>(keys.size()), oh, D_);

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/exp_f32.h"
 #include "cpu/kernels.h"
 
 namespace attention_cpu {
@@ -84,8 +85,8 @@ inline void attend(const float* qh, const std::vector<const float*>& keys, int64
     float mx = sink;
     for (size_t j = 0; j < keys.size(); ++j) mx = std::max(mx, logit[j] = logit[j] * scale);
     float denom = 0.0f;
-    for (size_t j = 0; j < keys.size(); ++j) denom += (logit[j] = std::exp(logit[j] - mx));
-    denom += std::exp(sink - mx);
+    for (size_t j = 0; j < keys.size(); ++j) denom += (logit[j] = tandem::exp_f32(logit[j] - mx));
+    denom += tandem::exp_f32(sink - mx);
     for (int64_t e = 0; e < D; ++e) oh[e] = 0.0f;
     for (size_t j = 0; j < keys.size(); ++j) tandem::cpu::axpy(logit[j] / denom, keys[j], oh, D);
 }

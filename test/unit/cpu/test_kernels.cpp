@@ -2,10 +2,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "core/exp_f32.h"
 #include "cpu/kernels.h"
 #include "cpu/kernels_internal.h"
 #include "cpu/thread_pool.h"
@@ -144,5 +146,81 @@ TEST_CASE("cpu: axpys gives the bits of one axpy per x in order, on every instru
                 CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
             }
         }
+    }
+}
+
+TEST_CASE("cpu: exp_f32 is within 1 ulp of e^x, and exp_shifted gives its bits and its ascending sum on every instruction set") {
+    // Accuracy of the scalar definition against exp in double, over the whole range where e^x is
+    // a normal fp32, subnormal or an overflow, plus a dense sweep of the softmax's range [-30, 0].
+    const auto ulps = [](float got, double want) {
+        if (std::isinf(want) || want > 3.4028234663852886e38) return std::isinf(got) ? 0.0 : 1e9;
+        const float w = static_cast<float>(want);
+        const double ulp = std::max(double(std::nextafter(std::fabs(w), INFINITY)) - std::fabs(w), 0x1p-149);
+        return std::fabs(double(got) - want) / ulp;
+    };
+    double worst = 0;
+    for (int i = 0; i <= 400000; ++i) {
+        const float x = -110.0f + 200.0f * float(i) / 400000.0f;
+        worst = std::max(worst, ulps(tandem::exp_f32(x), std::exp(double(x))));
+    }
+    for (int i = 0; i <= 300000; ++i) {
+        const float x = -30.0f * float(i) / 300000.0f;
+        worst = std::max(worst, ulps(tandem::exp_f32(x), std::exp(double(x))));
+    }
+    CHECK(worst <= 1.0);  // 0.88 ulp when written
+    CHECK(tandem::exp_f32(0.0f) == 1.0f);
+    CHECK(tandem::exp_f32(-INFINITY) == 0.0f);
+    CHECK(tandem::exp_f32(-200.0f) == 0.0f);
+    CHECK(std::isinf(tandem::exp_f32(89.0f)));
+    CHECK(std::isinf(tandem::exp_f32(INFINITY)));
+    CHECK(std::isnan(tandem::exp_f32(NAN)));
+    CHECK(tandem::exp_f32(88.7f) < INFINITY);
+    CHECK(tandem::exp_f32(-100.0f) > 0.0f);  // a subnormal result, not flushed
+
+    // exp_shifted: each value is exp_f32 of its shifted input, bit for bit, on every table, with
+    // the special values and lengths that leave a 1-7 element tail.
+    const auto* avx2 = tandem::cpu::detail::avx2_kernels();
+    const auto& scalar = tandem::cpu::detail::scalar_kernels();
+    std::mt19937 rng(13);
+    std::normal_distribution<float> nd(0.0f, 20.0f);
+    for (int64_t n : {0, 1, 5, 8, 13, 64, 171, 300}) {
+        CAPTURE(n);
+        std::vector<float> v0(static_cast<size_t>(n));
+        for (auto& v : v0) v = nd(rng);
+        const float specials[] = {-INFINITY, 0.0f, -0.0f, 1e-30f, -104.5f, -103.9f, 88.72f, 89.5f, 92.0f, 300.0f};
+        for (size_t i = 0; i < v0.size() && i < 10; ++i) v0[i * 7 % v0.size()] = specials[i];
+        const float shift = 3.25f;
+        std::vector<float> want = v0;
+        float want_sum = 0.0f;
+        for (auto& v : want) want_sum += (v = tandem::exp_f32(v - shift));
+        // Bit for bit, except that a NaN's sign and payload are the instruction's (x86's scalar and
+        // vector units quiet a NaN differently): NaN in, NaN out, is the contract.
+        const auto same_float = [](float a, float b) {
+            return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0;
+        };
+        const auto same = [&](const std::vector<float>& got, float sum) {
+            for (size_t i = 0; i < got.size(); ++i) {
+                CAPTURE(i);
+                CHECK(same_float(got[i], want[i]));
+            }
+            CHECK(same_float(sum, want_sum));
+        };
+        REQUIRE(!std::isnan(want_sum));  // the sum check is strict here (NaN is the case below)
+        std::vector<float> got = v0;
+        same(got, exp_shifted(got.data(), n, shift));
+        got = v0;
+        same(got, scalar.exp_shifted(got.data(), n, shift));
+        if (avx2) {
+            got = v0;
+            same(got, avx2->exp_shifted(got.data(), n, shift));
+        }
+    }
+    for (int64_t n : {3, 11}) {  // a NaN among finite values: NaN there, the others exact
+        std::vector<float> v(static_cast<size_t>(n), 0.5f);
+        v[1] = NAN;
+        exp_shifted(v.data(), n, 0.0f);
+        CHECK(std::isnan(v[1]));
+        for (int64_t i = 0; i < n; ++i)
+            if (i != 1) CHECK(v[static_cast<size_t>(i)] == tandem::exp_f32(0.5f));
     }
 }
