@@ -200,10 +200,15 @@ private:
         if (aw_.has_indexer) of_qr.add(qr_, T_, aw_.idx_wq_b, qi_);
         of_qr.run();
         m_.pool->parallel_for(T_ * H_, 16, [&](int64_t i0, int64_t i1) {  // a decode row: inline
+            thread_local std::vector<float> cs, sn;  // a row's cos / sin, shared by its heads
+            cs.resize(rope_.inv_freq.size());
+            sn.resize(rope_.inv_freq.size());
+            int64_t angles_of = -1;
             for (int64_t i = i0; i < i1; ++i) {
                 float* qh = &q_[i * D_];
                 cpu::rms_norm(qh, nullptr, D_, eps, qh);
-                rope_.apply(qh + N_, b_.pos[i / H_], false);
+                if (i / H_ != angles_of) rope_.angles(b_.pos[i / H_], false, cs.data(), sn.data()), angles_of = i / H_;
+                rope_.rotate(qh + N_, cs.data(), sn.data());
             }
         });
     }
@@ -360,7 +365,10 @@ private:
         m_.pool->parallel_for(T_ * H_, 1, [&](int64_t i0, int64_t i1) {
             thread_local std::vector<const float*> keys;
             thread_local std::vector<float> logit;
-            int64_t keys_of = -1;  // the row `keys` holds: a piece's heads of one row share them
+            thread_local std::vector<float> cs, sn;  // the inverse RoPE's cos / sin at the row's position
+            cs.resize(rope_.inv_freq.size());
+            sn.resize(rope_.inv_freq.size());
+            int64_t keys_of = -1;  // the row `keys`, cs and sn hold: a piece's heads of one row share them
             for (int64_t i = i0; i < i1; ++i) {
                 const int64_t r = i / H_, h = i % H_, t = b_.pos[r];
                 if (r != keys_of) {
@@ -374,6 +382,7 @@ private:
                     if (aw_.has_compressor)
                         for (int32_t wv : selected_[static_cast<size_t>(r)])
                             keys.push_back(&v.comp[int64_t{v.comp_slot[static_cast<size_t>(wv)]} * D_]);
+                    rope_.angles(t, true, cs.data(), sn.data());
                     keys_of = r;
                 }
                 const float* qh = &q_[i * D_];
@@ -390,7 +399,7 @@ private:
                 float* oh = &o_[i * D_];
                 for (size_t j = 0; j < keys.size(); ++j) logit[j] = logit[j] / denom;
                 cpu::axpys(logit.data(), keys.data(), static_cast<int64_t>(keys.size()), oh, D_);
-                rope_.apply(oh + N_, t, true);  // K = V carried RoPE at the key position: undo at the query's
+                rope_.rotate(oh + N_, cs.data(), sn.data());  // K = V carried RoPE at the key position: undo at the query's
             }
         });
     }

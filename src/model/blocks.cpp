@@ -50,16 +50,34 @@ rope_table make_rope_table(const rope_config& r, int64_t head_dim) {
     return t;
 }
 
-void rope_table::apply(float* x, int64_t pos, bool inverse) const {
+void rope_table::angles(int64_t pos, bool inverse, float* cs, float* sn) const {
     const float p = static_cast<float>(pos);
     for (size_t i = 0; i < inv_freq.size(); ++i) {
-        float angle = p * inv_freq[i];
-        float cs = std::cos(angle), sn = std::sin(angle);
-        if (inverse) sn = -sn;
-        float a = x[2 * i], b = x[2 * i + 1];
-        x[2 * i] = a * cs + (-b) * sn;
-        x[2 * i + 1] = b * cs + a * sn;
+        const float angle = p * inv_freq[i];
+        cs[i] = std::cos(angle);
+        sn[i] = inverse ? -std::sin(angle) : std::sin(angle);
     }
+}
+
+void rope_table::rotate(float* x, const float* cs, const float* sn) const {
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+        const float a = x[2 * i], b = x[2 * i + 1];
+        x[2 * i] = a * cs[i] + (-b) * sn[i];
+        x[2 * i + 1] = b * cs[i] + a * sn[i];
+    }
+}
+
+void rope_table::apply(float* x, int64_t pos, bool inverse) const {
+    constexpr size_t k_max_pairs = 256;  // a head's rope slice is far shorter; longer ones take the heap
+    float cs_local[k_max_pairs], sn_local[k_max_pairs];
+    std::vector<float> heap;
+    float *cs = cs_local, *sn = sn_local;
+    if (inv_freq.size() > k_max_pairs) {
+        heap.resize(2 * inv_freq.size());
+        cs = heap.data(), sn = heap.data() + inv_freq.size();
+    }
+    angles(pos, inverse, cs, sn);
+    rotate(x, cs, sn);
 }
 
 // ---- mHC ----------------------------------------------------------------------------------

@@ -26,6 +26,11 @@ struct rope_table {
     std::vector<float> inv_freq;  // [R/2]
     // Rotates x[0..R) (the rope slice) in place at position pos; inverse uses −sin.
     void apply(float* x, int64_t pos, bool inverse) const;
+    // apply() in two parts, for many vectors at one position (a row's heads): cs / sn [R/2] get
+    // the cosines and sines once (sines negated for the inverse), rotate() uses them. The same
+    // bits as apply().
+    void angles(int64_t pos, bool inverse, float* cs, float* sn) const;
+    void rotate(float* x, const float* cs, const float* sn) const;
 };
 rope_table make_rope_table(const rope_config& r, int64_t head_dim);
 
