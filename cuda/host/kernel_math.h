@@ -7,7 +7,7 @@
 // cpu/weight_matrix.h, cache/codec.h, model/forward.h): what passes there is the exact operation
 // sequence the GPU runs. Two things remain that only a GPU can show: the device's own libm
 // (expf, sinf, cosf differ from glibc in the last bits: tier 2 of the parity harness — except the
-// attention softmax's exponential, exp_f32 from core/exp_f32.h on both sides) and the
+// attention softmax's and SwiGLU's exponential, exp_f32 from core/exp_f32.h on both sides) and the
 // compiler (the .cu files are built with --fmad=false so `a * b + c` is never contracted, exactly
 // as g++ -std=c++20 leaves it; explicit fmaf is used where the CPU calls std::fma).
 //
@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/exp_f32.h"  // the attention softmax's exponential, bitwise the CPU's
+#include "core/exp_f32.h"  // the attention softmax's and SwiGLU's exponential, bitwise the CPU's
 
 #if defined(__CUDACC__)
 #define TANDEM_HD __host__ __device__ __forceinline__
@@ -320,7 +320,7 @@ TANDEM_HD float attention_output_element(const float* exp_logits, float denom, i
 // sqrt(softplus(x)), torch's softplus threshold 20.
 TANDEM_HD float sqrt_softplus(float x) { return sqrtf(x > 20.0f ? x : log1pf(expf(x))); }
 
-TANDEM_HD float silu(float x) { return x / (1.0f + expf(-x)); }
+TANDEM_HD float silu(float x) { return x / (1.0f + exp_f32(-x)); }  // cpu::swiglu's, bit for bit
 // silu(min(g, limit)) · clamp(u, −limit, limit), std::min / std::clamp semantics.
 TANDEM_HD float swiglu(float g, float u, float limit) {
     const float gc = limit < g ? limit : g;

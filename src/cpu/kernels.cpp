@@ -46,6 +46,10 @@ void axpy(float a, const float* x, float* y, int64_t n) { detail::active_kernels
 
 float exp_shifted(float* v, int64_t n, float shift) { return detail::active_kernels().exp_shifted(v, n, shift); }
 
+void swiglu(const float* g, const float* u, int64_t n, float limit, float* out) {
+    detail::active_kernels().swiglu(g, u, n, limit, out);
+}
+
 void axpys(const float* a, const float* const* x, int64_t count, float* y, int64_t n) {
     detail::active_kernels().axpys(a, x, count, y, n);
 }

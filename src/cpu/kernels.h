@@ -39,6 +39,10 @@ void axpys(const float* a, const float* const* x, int64_t count, float* y, int64
 // sequence every ISA and the GPU reproduce bit for bit), returning their sum in ascending j from 0.
 float exp_shifted(float* v, int64_t n, float shift);
 
+// The MoE's gate: out[i] = silu(min(g[i], limit)) · clamp(u[i], −limit, limit) with silu(x) =
+// x / (1 + exp_f32(−x)) — the same bits on every ISA and on the GPU (cuda/host/kernel_math.h).
+void swiglu(const float* g, const float* u, int64_t n, float limit, float* out);
+
 // y[r, o] = Σ_i x[r, i] · w(o, i) for r < rows, o < w.rows (PyTorch nn.Linear layout: w is
 // [out, in]). x has `rows` rows of stride `x_stride` (≥ w.cols), y rows of stride `y_stride`.
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,

@@ -324,10 +324,34 @@ TANDEM_AVX2 float exp_shifted_avx2(float* v, int64_t n, float shift) {
     return sum;
 }
 
+// swiglu_reference on eight lanes: min(limit, g) and max(−limit, u) then min(limit, ·) are
+// std::min / std::clamp's selections (x86 min/max return the second operand when either is NaN,
+// so a NaN g or u passes through as in the scalar compares), then the same divide and multiply.
+TANDEM_AVX2 __m256 swiglu8(__m256 g, __m256 u, __m256 limit) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);  // negation flips the sign bit, as the scalar unary minus
+    const __m256 gc = _mm256_min_ps(limit, g);
+    const __m256 uc = _mm256_min_ps(limit, _mm256_max_ps(_mm256_xor_ps(limit, sign), u));
+    const __m256 silu = _mm256_div_ps(gc, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_xor_ps(gc, sign))));
+    return _mm256_mul_ps(silu, uc);
+}
+
+TANDEM_AVX2 void swiglu_avx2(const float* g, const float* u, int64_t n, float limit, float* out) {
+    const __m256 lv = _mm256_set1_ps(limit);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i), lv));
+    if (i < n) {
+        alignas(32) float tg[8] = {}, tu[8] = {};
+        for (int64_t j = i; j < n; ++j) tg[j - i] = g[j], tu[j - i] = u[j];
+        _mm256_store_ps(tg, swiglu8(_mm256_load_ps(tg), _mm256_load_ps(tu), lv));
+        for (int64_t j = i; j < n; ++j) out[j] = tg[j - i];
+    }
+}
+
 }  // namespace
 
 const kernel_table* avx2_kernels() {
-    static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2, dots_avx2, axpy_avx2, axpys_avx2, exp_shifted_avx2};
+    static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2, dots_avx2, axpy_avx2, axpys_avx2, exp_shifted_avx2,
+                                swiglu_avx2};
     return &t;
 }
 

@@ -32,6 +32,9 @@ struct kernel_table {
     // v[j] = exp_f32(v[j] − shift) for j < n (core/exp_f32.h: the same bits on every ISA), and
     // returns ((0 + v[0]) + v[1]) + … in ascending j.
     float (*exp_shifted)(float* v, int64_t n, float shift);
+    // out[i] = silu(min(g[i], limit)) · clamp(u[i], −limit, limit), silu(x) = x / (1 + exp_f32(−x))
+    // (std::min / std::clamp semantics for NaN: the operand passes through).
+    void (*swiglu)(const float* g, const float* u, int64_t n, float limit, float* out);
 };
 
 // Outputs per work unit of linear() / linear_group(): about 96 KB of weights, a multiple of 48

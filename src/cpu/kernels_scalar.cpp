@@ -42,6 +42,14 @@ float exp_shifted_reference(float* v, int64_t n, float shift) {
     return sum;
 }
 
+void swiglu_reference(const float* g, const float* u, int64_t n, float limit, float* out) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float gc = limit < g[i] ? limit : g[i];                                // std::min(g, limit)
+        const float uc = u[i] < -limit ? -limit : (limit < u[i] ? limit : u[i]);  // std::clamp(u, −limit, limit)
+        out[i] = gc / (1.0f + exp_f32(-gc)) * uc;
+    }
+}
+
 void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                     float* y, int64_t y_stride) {
     std::vector<float> row(static_cast<size_t>(w.cols));
@@ -55,7 +63,7 @@ void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight
 
 const kernel_table& scalar_kernels() {
     static const kernel_table t{"scalar", tile_reference, dot_reference, dots_reference, axpy_reference, axpys_reference,
-                                exp_shifted_reference};
+                                exp_shifted_reference, swiglu_reference};
     return t;
 }
 

@@ -4,6 +4,7 @@
 // tid2eid[token] (hash layers) or top-k of score + bias, renormalized weights (+1e-20) times the
 // routed scaling factor, SwiGLU with the gate clamped from above and up clamped both ways, the
 // routing weight applied after w2, experts summed in ascending expert id, plus the shared expert.
+// SwiGLU's exponential is exp_f32 (core/exp_f32.h, through cpu::swiglu), as on the GPU.
 // numerics "official" applies the weight before w2 and renormalizes without the eps.
 //
 // Batched: the batch's (row, slot) pairs are grouped by expert, so each active expert's weights
@@ -45,15 +46,9 @@ struct moe_scratch {
 
 namespace {
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
 float sqrt_softplus(float x) {
     const float sp = x > 20.0f ? x : std::log1p(std::exp(x));  // torch softplus, threshold 20
     return std::sqrt(sp);
-}
-
-void swiglu(const float* g, const float* u, int64_t n, float limit, float* out) {
-    for (int64_t i = 0; i < n; ++i) out[i] = silu(std::min(g[i], limit)) * std::clamp(u[i], -limit, limit);
 }
 
 // Top-k of v (largest first, lower index first on ties) into idx.
@@ -167,10 +162,10 @@ void run_gate_up(model_impl& m, moe_scratch& sc, const moe_weights& mw, const st
         for (int64_t i = i0; i < i1; ++i) {
             if (i >= S) {
                 const int64_t r = i - S;
-                swiglu(&sc.sg[r * I], &sc.su[r * I], I, limit, &sc.sact[r * I]);
+                cpu::swiglu(&sc.sg[r * I], &sc.su[r * I], I, limit, &sc.sact[r * I]);
                 continue;
             }
-            swiglu(&sc.g[i * I], &sc.u[i * I], I, limit, &sc.act[i * I]);
+            cpu::swiglu(&sc.g[i * I], &sc.u[i * I], I, limit, &sc.act[i * I]);
             if (official) {  // the routing weight before w2
                 const float wgt = sc.weight[static_cast<size_t>(sc.slot_at[static_cast<size_t>(i)])];
                 for (int64_t j = 0; j < I; ++j) sc.act[i * I + j] *= wgt;

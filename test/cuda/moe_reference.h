@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/exp_f32.h"
+
 namespace moe_cpu {
 inline float sqrt_softplus(float x) { return std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x))); }
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float silu(float x) { return x / (1.0f + tandem::exp_f32(-x)); }
 inline float swiglu(float g, float u, float limit) { return silu(std::min(g, limit)) * std::clamp(u, -limit, limit); }
 inline std::vector<int32_t> top_k(const std::vector<float>& v, int64_t k) {
     std::vector<int32_t> idx(v.size());

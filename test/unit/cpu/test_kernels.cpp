@@ -224,3 +224,42 @@ TEST_CASE("cpu: exp_f32 is within 1 ulp of e^x, and exp_shifted gives its bits a
             if (i != 1) CHECK(v[static_cast<size_t>(i)] == tandem::exp_f32(0.5f));
     }
 }
+
+TEST_CASE("cpu: swiglu is silu(min(g, limit)) · clamp(u, ±limit) with exp_f32, bit for bit on every instruction set") {
+    const auto* avx2 = tandem::cpu::detail::avx2_kernels();
+    const auto& scalar = tandem::cpu::detail::scalar_kernels();
+    std::mt19937 rng(14);
+    std::normal_distribution<float> nd(0.0f, 6.0f);
+    const auto same_float = [](float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0; };
+    for (float limit : {10.0f, 7.0f, 0.0f}) {
+        for (int64_t n : {1, 6, 8, 21, 256}) {
+            CAPTURE(limit);
+            CAPTURE(n);
+            std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+            for (auto& v : g) v = nd(rng);
+            for (auto& v : u) v = nd(rng);
+            const float specials[] = {0.0f, -0.0f, 1e9f, -1e9f, INFINITY, -INFINITY, 10.0f, -10.0f, 95.0f, -95.0f, NAN};
+            for (size_t i = 0; i < 11 && i < g.size(); ++i) g[i] = specials[i], u[(i * 5 + 3) % u.size()] = specials[(i + 4) % 11];
+            std::vector<float> want(static_cast<size_t>(n));
+            for (size_t i = 0; i < want.size(); ++i) {
+                const float gc = std::min(g[i], limit);
+                want[i] = gc / (1.0f + tandem::exp_f32(-gc)) * std::clamp(u[i], -limit, limit);
+            }
+            const auto check = [&](const std::vector<float>& got) {
+                for (size_t i = 0; i < got.size(); ++i) {
+                    CAPTURE(i);
+                    CHECK(same_float(got[i], want[i]));
+                }
+            };
+            std::vector<float> got(static_cast<size_t>(n));
+            swiglu(g.data(), u.data(), n, limit, got.data());
+            check(got);
+            scalar.swiglu(g.data(), u.data(), n, limit, got.data());
+            check(got);
+            if (avx2) {
+                avx2->swiglu(g.data(), u.data(), n, limit, got.data());
+                check(got);
+            }
+        }
+    }
+}
