@@ -135,12 +135,8 @@ float mean_square(const float* x, int64_t n) {
 }
 
 void rms_norm(const float* x, const float* w, int64_t n, double eps, float* y) {
-    float r = 1.0f / std::sqrt(mean_square(x, n) + static_cast<float>(eps));
-    if (w) {
-        for (int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * r);
-    } else {
-        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * r;
-    }
+    const float r = 1.0f / std::sqrt(mean_square(x, n) + static_cast<float>(eps));
+    detail::active_kernels().scale_rows(x, w, r, n, y);
 }
 
 }  // namespace tandem::cpu

@@ -347,11 +347,24 @@ TANDEM_AVX2 void swiglu_avx2(const float* g, const float* u, int64_t n, float li
     }
 }
 
+TANDEM_AVX2 void scale_rows_avx2(const float* x, const float* w, float r, int64_t n, float* y) {
+    const __m256 rv = _mm256_set1_ps(r);
+    int64_t i = 0;
+    if (w) {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(_mm256_loadu_ps(x + i), rv)));
+        for (; i < n; ++i) y[i] = w[i] * (x[i] * r);
+    } else {
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), rv));
+        for (; i < n; ++i) y[i] = x[i] * r;
+    }
+}
+
 }  // namespace
 
 const kernel_table* avx2_kernels() {
     static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2, dots_avx2, axpy_avx2, axpys_avx2, exp_shifted_avx2,
-                                swiglu_avx2};
+                                swiglu_avx2, scale_rows_avx2};
     return &t;
 }
 

@@ -35,6 +35,9 @@ struct kernel_table {
     // out[i] = silu(min(g[i], limit)) · clamp(u[i], −limit, limit), silu(x) = x / (1 + exp_f32(−x))
     // (std::min / std::clamp semantics for NaN: the operand passes through).
     void (*swiglu)(const float* g, const float* u, int64_t n, float limit, float* out);
+    // y[i] = w[i] · (x[i] · r), or x[i] · r where w is null: RMSNorm's scaling, two rounded
+    // multiplies per element. y may alias x.
+    void (*scale_rows)(const float* x, const float* w, float r, int64_t n, float* y);
 };
 
 // Outputs per work unit of linear() / linear_group(): about 96 KB of weights, a multiple of 48

@@ -50,6 +50,14 @@ void swiglu_reference(const float* g, const float* u, int64_t n, float limit, fl
     }
 }
 
+void scale_rows_reference(const float* x, const float* w, float r, int64_t n, float* y) {
+    if (w) {
+        for (int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * r);
+    } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * r;
+    }
+}
+
 void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                     float* y, int64_t y_stride) {
     std::vector<float> row(static_cast<size_t>(w.cols));
@@ -63,7 +71,8 @@ void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight
 
 const kernel_table& scalar_kernels() {
     static const kernel_table t{"scalar", tile_reference, dot_reference, dots_reference, axpy_reference, axpys_reference,
-                                exp_shifted_reference, swiglu_reference};
+                                exp_shifted_reference, swiglu_reference,
+                                scale_rows_reference};
     return t;
 }
 
