@@ -81,17 +81,24 @@ TANDEM_AVX512_INLINE bool exact_scaling(const x_range& xr, int j) {
     return xr.hi + j <= 128 && (j >= 0 || xr.lo - 1 + j >= -126);
 }
 
+// At the first column of each 64-byte line of the rows: the same offset `ahead` bytes on, into L2.
+template <class D, int P>
+TANDEM_AVX512_INLINE void prefetch_rows_ahead(const uint8_t* const* ra, const uint8_t* const* rb, int64_t k,
+                                              int64_t ahead) {
+    if ((k & D::line_mask) != 0) return;
+    for (int p = 0; p < P; ++p) {
+        _mm_prefetch(reinterpret_cast<const char*>(ra[p]) + D::line_offset(k) + ahead, _MM_HINT_T2);
+        _mm_prefetch(reinterpret_cast<const char*>(rb[p]) + D::line_offset(k) + ahead, _MM_HINT_T2);
+    }
+}
+
 template <fp8_decode_route Route, int R, int P>
 TANDEM_AVX512_INLINE void fp8_folded_group(const float* x, int64_t xs, const uint8_t* const* ra,
                                            const uint8_t* const* rb, int64_t kb, int64_t ke, int64_t ahead, int j,
                                            __m512 (&acc)[R][P]) {
     const __m512 f = _mm512_castsi512_ps(_mm512_set1_epi32((j + 127) << 23));  // 2^j
     for (int64_t k = kb; k < ke; k += 8) {
-        if ((k & fp8_pair::line_mask) == 0)
-            for (int p = 0; p < P; ++p) {
-                _mm_prefetch(reinterpret_cast<const char*>(ra[p]) + k + ahead, _MM_HINT_T2);
-                _mm_prefetch(reinterpret_cast<const char*>(rb[p]) + k + ahead, _MM_HINT_T2);
-            }
+        prefetch_rows_ahead<fp8_pair, P>(ra, rb, k, ahead);
         __m512 xx[R];
         for (int r = 0; r < R; ++r)
             xx[r] = _mm512_mul_ps(
@@ -101,6 +108,18 @@ TANDEM_AVX512_INLINE void fp8_folded_group(const float* x, int64_t xs, const uin
             for (int r = 0; r < R; ++r) acc[r][p] = _mm512_fmadd_ps(xx[r], wv, acc[r][p]);
         }
     }
+}
+
+// The scale group [kb, ke) folded (fp8_folded_group) through Route, when x · 2^j is exact for the
+// call's x range; false leaves the group to the scaled path.
+template <fp8_decode_route Route, int R, int P>
+TANDEM_AVX512_INLINE bool fp8_folded_if_exact(const float* x, int64_t xs, const x_range& xr, int e,
+                                              const uint8_t* const* ra, const uint8_t* const* rb, int64_t kb,
+                                              int64_t ke, int64_t ahead, __m512 (&acc)[R][P]) {
+    const int j = e + k_fp8_unscaled_exponent<Route>;
+    if (!exact_scaling(xr, j)) return false;
+    fp8_folded_group<Route, R, P>(x, xs, ra, rb, kb, ke, ahead, j, acc);
+    return true;
 }
 
 // R rows (x[r·xs + k]) × outputs a[p], b[p] for p < P (b[p] may equal a[p]: its result is then
@@ -130,29 +149,17 @@ TANDEM_AVX512 void pairs(const float* x, int64_t xs, const weight_matrix& w, con
         if constexpr (std::is_same_v<D, fp8_pair> && R <= P) {
             if (one_scale_row) {
                 const int e = static_cast<int>(sa[0][scale_col_of(w, kb)]) - 127;
-                if (route == fp8_decode_route::via_fp32) {
-                    const int j = e + k_fp8_unscaled_exponent<fp8_decode_route::via_fp32>;
-                    if (exact_scaling(xr, j)) {
-                        fp8_folded_group<fp8_decode_route::via_fp32, R, P>(x, xs, ra, rb, kb, ke, ahead, j, acc);
-                        continue;
-                    }
-                } else {
-                    const int j = e + k_fp8_unscaled_exponent<fp8_decode_route::via_fp16>;
-                    if (exact_scaling(xr, j)) {
-                        fp8_folded_group<fp8_decode_route::via_fp16, R, P>(x, xs, ra, rb, kb, ke, ahead, j, acc);
-                        continue;
-                    }
-                }
+                const bool folded =
+                    route == fp8_decode_route::via_fp32
+                        ? fp8_folded_if_exact<fp8_decode_route::via_fp32, R, P>(x, xs, xr, e, ra, rb, kb, ke, ahead, acc)
+                        : fp8_folded_if_exact<fp8_decode_route::via_fp16, R, P>(x, xs, xr, e, ra, rb, kb, ke, ahead, acc);
+                if (folded) continue;
             }
         }
         typename D::state st[P];
         for (int p = 0; p < P; ++p) st[p] = prepare_at<D>(w, sa[p], sb[p], kb, tables);
         for (int64_t k = kb; k < ke; k += 8) {
-            if ((k & D::line_mask) == 0)
-                for (int p = 0; p < P; ++p) {
-                    _mm_prefetch(reinterpret_cast<const char*>(ra[p]) + D::line_offset(k) + ahead, _MM_HINT_T2);
-                    _mm_prefetch(reinterpret_cast<const char*>(rb[p]) + D::line_offset(k) + ahead, _MM_HINT_T2);
-                }
+            prefetch_rows_ahead<D, P>(ra, rb, k, ahead);
             __m512 xx[R];  // x[k..k+7] of each row in both halves
             for (int r = 0; r < R; ++r)
                 xx[r] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(x + r * xs + k))));
