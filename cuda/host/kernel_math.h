@@ -35,15 +35,7 @@ namespace tandem::kmath {
 
 // ---- bit casts and element formats ------------------------------------------------------------
 
-TANDEM_HD float as_float(uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(bits);
-#else
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-#endif
-}
+TANDEM_HD float as_float(uint32_t bits) { return float_from_bits(bits); }
 TANDEM_HD uint32_t as_bits(float f) {
 #if defined(__CUDA_ARCH__)
     return __float_as_uint(f);

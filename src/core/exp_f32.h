@@ -43,8 +43,12 @@ inline constexpr float k_c4 = 4.16666679e-02f;
 inline constexpr float k_c3 = 1.66666672e-01f;
 inline constexpr float k_c2 = 0.5f;
 
-TANDEM_EXP_HD float pow2_of(int32_t e) {  // 2^e for −126 ≤ e ≤ 127
-    const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
+}  // namespace tandem::exp_f32_detail
+
+namespace tandem {
+
+// The fp32 with these bits (also cuda/host/kernel_math.h's as_float).
+TANDEM_EXP_HD float float_from_bits(uint32_t bits) {
 #if defined(__CUDA_ARCH__)
     return __uint_as_float(bits);
 #else
@@ -54,9 +58,9 @@ TANDEM_EXP_HD float pow2_of(int32_t e) {  // 2^e for −126 ≤ e ≤ 127
 #endif
 }
 
-}  // namespace tandem::exp_f32_detail
-
-namespace tandem {
+namespace exp_f32_detail {
+TANDEM_EXP_HD float pow2_of(int32_t e) { return float_from_bits(static_cast<uint32_t>(e + 127) << 23); }  // −126 ≤ e ≤ 127
+}  // namespace exp_f32_detail
 
 TANDEM_EXP_HD float exp_f32(float x) {
     using namespace exp_f32_detail;
