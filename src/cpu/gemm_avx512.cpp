@@ -116,6 +116,72 @@ TANDEM_AVX512_INLINE void load_x(__m512 (&xv)[R], const float* x, int64_t xs, in
     for (int r = 0; r < R; ++r) xv[r] = x_both_halves(x + r * xs + k);
 }
 
+// Two rows' eight outputs from their accumulators in the hsum order, sixteen at once: S = lanes
+// l + l+4 of each output (one 128-bit block per output), then in each block p0 + p2 and p1 + p3,
+// then their sum — the same additions hsum makes, on the same operands.
+// Lanes l + l+4 of pairs q and q + 1 of a row: one 128-bit block per output (outputs 2q .. 2q + 3).
+TANDEM_AVX512_INLINE __m512 sum_l_l4(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+// In each block p0 + p2 and p1 + p3, outputs 0-3 from lo4 and 4-7 from hi4 side by side.
+TANDEM_AVX512_INLINE __m512 sum_p_p2(__m512 lo4, __m512 hi4) {
+    const __m512d a = _mm512_castps_pd(lo4), b = _mm512_castps_pd(hi4);
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+}
+// v, u: rows r's and r + 1's four accumulators of a half group (four pairs, eight outputs).
+// Result: [row r outputs 0..7 | row r + 1 outputs 0..7].
+TANDEM_AVX512_INLINE __m512 reduce_two_rows(const __m512* v, const __m512* u) {
+    const auto& s4 = sum_l_l4;
+    const auto& s2 = sum_p_p2;
+    const __m512 r = s2(s4(v[0], v[1]), s4(v[2], v[3])), r1 = s2(s4(u[0], u[1]), s4(u[2], u[3]));
+    const __m512 sum = _mm512_add_ps(_mm512_shuffle_ps(r, r1, 0x88), _mm512_shuffle_ps(r, r1, 0xDD));
+    // Block i of sum: (row r, output i), (row r, output 4 + i), (row r + 1, i), (row r + 1, 4 + i).
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, sum);
+}
+
+// Where a row pair's 16 results of half h of the group go, relative to row r's outputs (a short
+// group, with repeated outputs): [row r outputs 8h..8h + 7 | row r + 1 the same].
+TANDEM_AVX512_INLINE __m512i places_of(const group& g, int64_t ys, int64_t o0, int h) {
+    alignas(64) int32_t at[16];
+    for (int row = 0; row < 2; ++row)
+        for (int j = 0; j < 8; ++j)
+            at[8 * row + j] = static_cast<int32_t>(row * ys + ((j & 1 ? g.b : g.a)[4 * h + j / 2] - o0));
+    return _mm512_load_si512(at);
+}
+
+// Where a row block's results go when its last chunk sums them in registers (run_group: K a
+// multiple of 8, so no scalar tail): instead of storing the accumulators for finish() to reload,
+// the block reduces them as finish() would — the same additions on the same operands — and stores
+// the outputs. y: the block's first row; places: a short group's scatter offsets per half.
+struct result_sink {
+    float* y = nullptr;
+    int64_t ys = 0, o0 = 0;
+    const group* g = nullptr;
+    const __m512i* places = nullptr;
+};
+
+// Rows in pairs through reduce_two_rows; an odd last row is paired with itself and only its own
+// half is stored.
+template <int R>
+TANDEM_AVX512_INLINE void reduce_and_store(const __m512 (&a)[R][k_pairs], const result_sink& out) {
+    for (int r = 0; r < R; r += 2) {
+        const bool both = r + 1 < R;
+        const int r1 = both ? r + 1 : r;
+        float* const yr = out.y + r * out.ys;
+        for (int h = 0; h < 2; ++h) {
+            const __m512 sums = reduce_two_rows(&a[r][4 * h], &a[r1][4 * h]);
+            if (out.g->full_contiguous) {
+                const int64_t at = out.g->a[0] + 8 * h - out.o0;
+                _mm256_storeu_ps(yr + at, low_half(sums));
+                if (both) _mm256_storeu_ps(yr + out.ys + at, high_half(sums));
+            } else {
+                _mm512_mask_i32scatter_ps(yr, both ? __mmask16(0xffff) : __mmask16(0x00ff), out.places[h], sums, 4);
+            }
+        }
+    }
+}
+
 // Decodes the chunk's columns [k0, k1) of the group's pairs into scratch: the scaled forms, whose
 // per-group states leave no registers for a fused block. A scale group may straddle two chunks
 // (a block wider than k_chunk, or one that does not divide it): each part takes its group's state.
@@ -158,7 +224,7 @@ inline bool rows_share_one_l1_set(const weight_matrix& w) { return w.row_bytes()
 // block's FMAs instead of being a pass of their own.
 template <class D, int R>
 TANDEM_AVX512 void decode_fma_chunk(const weight_matrix& w, const group& g, int64_t k0, int64_t k1, const float* x,
-                                    int64_t xs, float* scratch, float* acc, prefetcher& pf) {
+                                    int64_t xs, float* scratch, float* acc, prefetcher& pf, const result_sink* sink) {
     const uint8_t *ra[k_pairs], *rb[k_pairs];
     for (int q = 0; q < k_pairs; ++q) ra[q] = w.row_ptr(g.a[q]), rb[q] = w.row_ptr(g.b[q]);
     __m512 a[R][k_pairs];
@@ -173,13 +239,14 @@ TANDEM_AVX512 void decode_fma_chunk(const weight_matrix& w, const group& g, int6
             fma_rows<R>(a, q, wv, xv);
         }
     }
-    store_acc<R>(a, acc);
+    if (sink) reduce_and_store<R>(a, *sink);
+    else store_acc<R>(a, acc);
 }
 
 // R rows over the chunk's columns from scratch.
 template <int R>
 TANDEM_AVX512 void fma_chunk(const float* x, int64_t xs, const float* scratch, int64_t k0, int64_t n, float* acc,
-                             prefetcher& pf) {
+                             prefetcher& pf, const result_sink* sink) {
     __m512 a[R][k_pairs];
     load_acc<R>(a, acc, k0 == 0);
     for (int64_t s = 0; s < n; s += 8) {
@@ -192,83 +259,37 @@ TANDEM_AVX512 void fma_chunk(const float* x, int64_t xs, const float* scratch, i
             fma_rows<R>(a, q, wv, xv);
         }
     }
-    store_acc<R>(a, acc);
+    if (sink) reduce_and_store<R>(a, *sink);
+    else store_acc<R>(a, acc);
 }
 
 TANDEM_AVX512 void fma_block(int rows, const float* x, int64_t xs, const float* scratch, int64_t k0, int64_t n,
-                             float* acc, prefetcher& pf) {
+                             float* acc, prefetcher& pf, const result_sink* sink) {
     switch (rows) {
-        case 3: return fma_chunk<3>(x, xs, scratch, k0, n, acc, pf);
-        case 2: return fma_chunk<2>(x, xs, scratch, k0, n, acc, pf);
-        default: return fma_chunk<1>(x, xs, scratch, k0, n, acc, pf);
+        case 3: return fma_chunk<3>(x, xs, scratch, k0, n, acc, pf, sink);
+        case 2: return fma_chunk<2>(x, xs, scratch, k0, n, acc, pf, sink);
+        default: return fma_chunk<1>(x, xs, scratch, k0, n, acc, pf, sink);
     }
 }
 
 template <class D>
 TANDEM_AVX512 void decode_fma_block(int rows, const weight_matrix& w, const group& g, int64_t k0, int64_t k1,
-                                    const float* x, int64_t xs, float* scratch, float* acc, prefetcher& pf) {
+                                    const float* x, int64_t xs, float* scratch, float* acc, prefetcher& pf,
+                                    const result_sink* sink) {
     switch (rows) {
-        case 3: return decode_fma_chunk<D, 3>(w, g, k0, k1, x, xs, scratch, acc, pf);
-        case 2: return decode_fma_chunk<D, 2>(w, g, k0, k1, x, xs, scratch, acc, pf);
-        default: return decode_fma_chunk<D, 1>(w, g, k0, k1, x, xs, scratch, acc, pf);
+        case 3: return decode_fma_chunk<D, 3>(w, g, k0, k1, x, xs, scratch, acc, pf, sink);
+        case 2: return decode_fma_chunk<D, 2>(w, g, k0, k1, x, xs, scratch, acc, pf, sink);
+        default: return decode_fma_chunk<D, 1>(w, g, k0, k1, x, xs, scratch, acc, pf, sink);
     }
 }
 
-// Two rows' eight outputs from their accumulators (v: row r's four pairs, u: row r + 1's) in the
-// hsum order, sixteen at once: S = lanes l + l+4 of each output (one 128-bit block per output),
-// then in each block p0 + p2 and p1 + p3, then their sum — the same additions hsum makes, on the
-// same operands. Result: [row r outputs 0..7 | row r + 1 outputs 0..7].
-// Lanes l + l+4 of pairs q and q + 1 of a row: one 128-bit block per output (outputs 2q .. 2q + 3).
-TANDEM_AVX512_INLINE __m512 sum_l_l4(const float* p, int q) {
-    const __m512 a = _mm512_loadu_ps(p + 16 * q), b = _mm512_loadu_ps(p + 16 * (q + 1));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
-}
-// In each block p0 + p2 and p1 + p3, outputs 0-3 from lo4 and 4-7 from hi4 side by side.
-TANDEM_AVX512_INLINE __m512 sum_p_p2(__m512 lo4, __m512 hi4) {
-    const __m512d a = _mm512_castps_pd(lo4), b = _mm512_castps_pd(hi4);
-    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-}
-TANDEM_AVX512_INLINE __m512 reduce_two_rows(const float* v, const float* u) {
-    const auto& s4 = sum_l_l4;
-    const auto& s2 = sum_p_p2;
-    const __m512 r = s2(s4(v, 0), s4(v, 2)), r1 = s2(s4(u, 0), s4(u, 2));
-    const __m512 sum = _mm512_add_ps(_mm512_shuffle_ps(r, r1, 0x88), _mm512_shuffle_ps(r, r1, 0xDD));
-    // Block i of sum: (row r, output i), (row r, output 4 + i), (row r + 1, i), (row r + 1, 4 + i).
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm512_permutexvar_ps(order, sum);
-}
-
-// Where a row pair's 16 results of half h of the group go, relative to row r's outputs (a short
-// group, with repeated outputs): [row r outputs 8h..8h + 7 | row r + 1 the same].
-TANDEM_AVX512_INLINE __m512i places_of(const group& g, int64_t ys, int64_t o0, int h) {
-    alignas(64) int32_t at[16];
-    for (int row = 0; row < 2; ++row)
-        for (int j = 0; j < 8; ++j)
-            at[8 * row + j] = static_cast<int32_t>(row * ys + ((j & 1 ? g.b : g.a)[4 * h + j / 2] - o0));
-    return _mm512_load_si512(at);
-}
-
-// The results of the group's rows: each output's hsum, the scalar tail, stored at its place.
-// Row pairs go through reduce_two_rows a half group (four pairs, eight outputs) at a time.
+// The results of the group's rows where K has a scalar tail (or no multiple of 8 at all): each
+// output's hsum, then the tail's fmas in ascending k, stored at its place. Without a tail the row
+// blocks sum their results in registers instead (reduce_and_store).
 TANDEM_AVX512 void finish(const weight_matrix& w, const group& g, int64_t rows, const float* x, int64_t xs,
                           const float* acc, float* y, int64_t ys, int64_t o0) {
     const int64_t K = w.cols, K8 = K & ~int64_t{7};
-    int64_t r = 0;
-    __m512i places[2] = {};  // only short groups use them
-    if (!g.full_contiguous) places[0] = places_of(g, ys, o0, 0), places[1] = places_of(g, ys, o0, 1);
-    if (K8 == K)
-        for (; r + 2 <= rows; r += 2)
-            for (int h = 0; h < 2; ++h) {
-                const __m512 both =
-                    reduce_two_rows(acc + 16 * (k_pairs * r + 4 * h), acc + 16 * (k_pairs * (r + 1) + 4 * h));
-                if (g.full_contiguous) {
-                    _mm256_storeu_ps(y + r * ys + (g.a[0] + 8 * h - o0), low_half(both));
-                    _mm256_storeu_ps(y + (r + 1) * ys + (g.a[0] + 8 * h - o0), high_half(both));
-                    continue;
-                }
-                _mm512_i32scatter_ps(y + r * ys, places[h], both, 4);
-            }
-    for (; r < rows; ++r)
+    for (int64_t r = 0; r < rows; ++r)
         for (int q = 0; q < k_pairs; ++q) {
             const __m512 v = _mm512_loadu_ps(acc + 16 * (r * k_pairs + q));
             float ya = hsum(low_half(v)), yb = hsum(high_half(v));
@@ -298,20 +319,27 @@ TANDEM_AVX512 void run_group(const float* x, int64_t xs, int64_t rows, const wei
     const int64_t steps = (K8 / 8) * blocks, lines = (pf.end - pf.next + 63) / 64;
     pf.lines = static_cast<int>(steps > 0 ? (lines + steps - 1) / steps : 1);
     const bool one_set = D::scaled && rows_share_one_l1_set(w);
+    // Without a scalar tail, each block's last chunk sums its results in registers (result_sink).
+    const bool sums_in_registers = K8 > 0 && K8 == w.cols;
+    __m512i places[2] = {};  // only short groups use them
+    if (sums_in_registers && !g.full_contiguous) places[0] = places_of(g, ys, o0, 0), places[1] = places_of(g, ys, o0, 1);
     for (int64_t k0 = 0; k0 < K8; k0 += k_chunk) {
         const int64_t k1 = k0 + k_chunk < K8 ? k0 + k_chunk : K8;
+        const bool last = sums_in_registers && k1 == K8;
+        result_sink sink{y, ys, o0, &g, places};
+        const auto sink_for = [&](int64_t row) { return last ? (sink.y = y + row * ys, &sink) : nullptr; };
         int64_t b = 0, r = 0;
         if constexpr (D::scaled) {
             if (one_set) decode_chunk<D, k_pairs / 2>(w, g, k0, k1, K8, scratch);
             else decode_chunk<D, k_pairs>(w, g, k0, k1, K8, scratch);
         } else {
-            decode_fma_block<D>(block_rows(0), w, g, k0, k1, x, xs, scratch, acc_all, pf);
+            decode_fma_block<D>(block_rows(0), w, g, k0, k1, x, xs, scratch, acc_all, pf, sink_for(0));
             r = block_rows(b++);
         }
         for (; b < blocks; r += block_rows(b++))
-            fma_block(block_rows(b), x + r * xs, xs, scratch, k0, k1 - k0, acc_all + 16 * k_pairs * r, pf);
+            fma_block(block_rows(b), x + r * xs, xs, scratch, k0, k1 - k0, acc_all + 16 * k_pairs * r, pf, sink_for(r));
     }
-    finish(w, g, rows, x, xs, acc_all, y, ys, o0);
+    if (!sums_in_registers) finish(w, g, rows, x, xs, acc_all, y, ys, o0);
 }
 
 // The tile: groups of 16 consecutive outputs, each prefetching the next group's rows into L2.
