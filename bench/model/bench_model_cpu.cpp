@@ -14,8 +14,9 @@
 // moment of one side with a quiet one of the other).
 //
 // FLOPs count 2 per active linear weight per token (the headline figure leaves attention's own
-// dot products out: a conservative count; a second line adds them), except that a prefill runs the lm head for its last token only (the benchmark asks for
-// no prompt logits), so its head counts once per prefill, not once per token. (Until 4 December
+// dot products out: a conservative count; a second line adds them), except that a prefill runs
+// the lm head for its last token only (the benchmark asks for no prompt logits), so its head
+// counts once per prefill, not once per token. (Until 4 December
 // the prefill figure counted the head for every prompt token: 37% of `small`'s active weights and
 // 47% of `flash-slice`'s, so it read 1.6× / 1.9× too high.) Bytes count what one decode token
 // reads of the checkpoint's stored bytes: every tensor except the embedding, tid2eid and MTP, with
@@ -335,10 +336,11 @@ int main(int argc, char** argv) {
     std::printf("prefill: %lld tokens: %.1f tok/s, %.2f GFLOP/s = %.3f of FMA peak (linears, head counted once; "
                 "cores used %.2f)\n",
                 (long long)prompt, best.prefill_tps, flops / 1e9, flops / peak.measured_flops, best.prefill_cpu);
-    const double attn_flops = 2 * attention_macs_of_prefill(c, prompt) / double(prompt) * best.prefill_tps;
+    const double attn_flops_per_prefill = 2 * attention_macs_of_prefill(c, prompt);
+    const double attn_flops = attn_flops_per_prefill / double(prompt) * best.prefill_tps;
     std::printf("prefill with attention's own FLOPs (scores, weighted values, indexer: %.2f GFLOP per prefill, "
                 "%.1f%% of the linears'): %.2f GFLOP/s = %.3f of FMA peak\n",
-                2 * attention_macs_of_prefill(c, prompt) / 1e9, 100 * attn_flops / flops, (flops + attn_flops) / 1e9,
+                attn_flops_per_prefill / 1e9, 100 * attn_flops / flops, (flops + attn_flops) / 1e9,
                 (flops + attn_flops) / peak.measured_flops);
     std::printf("decode batch 1 (context %lld): %.2f tok/s, %.2f GB/s weights = %.3f of read bandwidth "
                 "(best ÷ best; cores used %.2f)\n",

@@ -28,23 +28,6 @@
 #define TANDEM_EXP_HD inline
 #endif
 
-namespace tandem::exp_f32_detail {
-
-inline constexpr float k_lowest = -104.0f;
-inline constexpr float k_highest = 89.0f;
-inline constexpr float k_log2e = 1.44269502163f;       // log2(e) rounded to fp32
-inline constexpr float k_ln2_hi = 0.693145751953125f;  // ln 2 to 16 bits: n · k_ln2_hi is exact for |n| < 2^8
-inline constexpr float k_ln2_lo = 1.42860676533e-06f;  // ln 2 − k_ln2_hi
-// 1/k! for k = 7 down to 2 (fp32-rounded); k = 1 and 0 are 1.
-inline constexpr float k_c7 = 1.98412701e-04f;
-inline constexpr float k_c6 = 1.38888892e-03f;
-inline constexpr float k_c5 = 8.33333377e-03f;
-inline constexpr float k_c4 = 4.16666679e-02f;
-inline constexpr float k_c3 = 1.66666672e-01f;
-inline constexpr float k_c2 = 0.5f;
-
-}  // namespace tandem::exp_f32_detail
-
 namespace tandem {
 
 // The fp32 with these bits (also cuda/host/kernel_math.h's as_float).
@@ -59,7 +42,22 @@ TANDEM_EXP_HD float float_from_bits(uint32_t bits) {
 }
 
 namespace exp_f32_detail {
+
+inline constexpr float k_lowest = -104.0f;
+inline constexpr float k_highest = 89.0f;
+inline constexpr float k_log2e = 1.44269502163f;       // log2(e) rounded to fp32
+inline constexpr float k_ln2_hi = 0.693145751953125f;  // ln 2 to 16 bits: n · k_ln2_hi is exact for |n| < 2^8
+inline constexpr float k_ln2_lo = 1.42860676533e-06f;  // ln 2 − k_ln2_hi
+// 1/k! for k = 7 down to 2 (fp32-rounded); k = 1 and 0 are 1.
+inline constexpr float k_c7 = 1.98412701e-04f;
+inline constexpr float k_c6 = 1.38888892e-03f;
+inline constexpr float k_c5 = 8.33333377e-03f;
+inline constexpr float k_c4 = 4.16666679e-02f;
+inline constexpr float k_c3 = 1.66666672e-01f;
+inline constexpr float k_c2 = 0.5f;
+
 TANDEM_EXP_HD float pow2_of(int32_t e) { return float_from_bits(static_cast<uint32_t>(e + 127) << 23); }  // −126 ≤ e ≤ 127
+
 }  // namespace exp_f32_detail
 
 TANDEM_EXP_HD float exp_f32(float x) {

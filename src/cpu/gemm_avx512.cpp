@@ -182,6 +182,14 @@ TANDEM_AVX512_INLINE void reduce_and_store(const __m512 (&a)[R][k_pairs], const 
     }
 }
 
+// The end of a block's chunk: its accumulators kept for the next chunk, or, at the last one with
+// a sink, its results.
+template <int R>
+TANDEM_AVX512_INLINE void end_chunk(const __m512 (&a)[R][k_pairs], float* acc, const result_sink* sink) {
+    if (sink) reduce_and_store<R>(a, *sink);
+    else store_acc<R>(a, acc);
+}
+
 // Decodes the chunk's columns [k0, k1) of the group's pairs into scratch: the scaled forms, whose
 // per-group states leave no registers for a fused block. A scale group may straddle two chunks
 // (a block wider than k_chunk, or one that does not divide it): each part takes its group's state.
@@ -239,8 +247,7 @@ TANDEM_AVX512 void decode_fma_chunk(const weight_matrix& w, const group& g, int6
             fma_rows<R>(a, q, wv, xv);
         }
     }
-    if (sink) reduce_and_store<R>(a, *sink);
-    else store_acc<R>(a, acc);
+    end_chunk<R>(a, acc, sink);
 }
 
 // R rows over the chunk's columns from scratch.
@@ -259,8 +266,7 @@ TANDEM_AVX512 void fma_chunk(const float* x, int64_t xs, const float* scratch, i
             fma_rows<R>(a, q, wv, xv);
         }
     }
-    if (sink) reduce_and_store<R>(a, *sink);
-    else store_acc<R>(a, acc);
+    end_chunk<R>(a, acc, sink);
 }
 
 TANDEM_AVX512 void fma_block(int rows, const float* x, int64_t xs, const float* scratch, int64_t k0, int64_t n,
@@ -326,18 +332,21 @@ TANDEM_AVX512 void run_group(const float* x, int64_t xs, int64_t rows, const wei
     for (int64_t k0 = 0; k0 < K8; k0 += k_chunk) {
         const int64_t k1 = k0 + k_chunk < K8 ? k0 + k_chunk : K8;
         const bool last = sums_in_registers && k1 == K8;
-        result_sink sink{y, ys, o0, &g, places};
-        const auto sink_for = [&](int64_t row) { return last ? (sink.y = y + row * ys, &sink) : nullptr; };
+        const auto sink_at = [&](int64_t row) { return result_sink{y + row * ys, ys, o0, &g, places}; };
         int64_t b = 0, r = 0;
         if constexpr (D::scaled) {
             if (one_set) decode_chunk<D, k_pairs / 2>(w, g, k0, k1, K8, scratch);
             else decode_chunk<D, k_pairs>(w, g, k0, k1, K8, scratch);
         } else {
-            decode_fma_block<D>(block_rows(0), w, g, k0, k1, x, xs, scratch, acc_all, pf, sink_for(0));
+            const result_sink first = sink_at(0);
+            decode_fma_block<D>(block_rows(0), w, g, k0, k1, x, xs, scratch, acc_all, pf, last ? &first : nullptr);
             r = block_rows(b++);
         }
-        for (; b < blocks; r += block_rows(b++))
-            fma_block(block_rows(b), x + r * xs, xs, scratch, k0, k1 - k0, acc_all + 16 * k_pairs * r, pf, sink_for(r));
+        for (; b < blocks; r += block_rows(b++)) {
+            const result_sink here = sink_at(r);
+            fma_block(block_rows(b), x + r * xs, xs, scratch, k0, k1 - k0, acc_all + 16 * k_pairs * r, pf,
+                      last ? &here : nullptr);
+        }
     }
     if (!sums_in_registers) finish(w, g, rows, x, xs, acc_all, y, ys, o0);
 }

@@ -307,17 +307,21 @@ TANDEM_AVX2 __m256 exp8(__m256 x) {
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
-// Eight exponentials per step; the last 1-7 through a padded register (no scalar libm call). The
-// sum is a plain ascending loop over the stored values, as the reference's.
+// Lanes 0 .. n − 1 of eight (n < 8): the mask of a masked load (which reads zeros, and never
+// faults, in the other lanes) and of the store that writes only the live ones.
+TANDEM_AVX2 __m256i lanes_below(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Eight exponentials per step, the last 1-7 through masked loads and stores (no scalar libm
+// call). The sum is a plain ascending loop over the stored values, as the reference's.
 TANDEM_AVX2 float exp_shifted_avx2(float* v, int64_t n, float shift) {
     const __m256 sv = _mm256_set1_ps(shift);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) _mm256_storeu_ps(v + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(v + j), sv)));
     if (j < n) {
-        alignas(32) float tail[8] = {};
-        for (int64_t i = j; i < n; ++i) tail[i - j] = v[i];
-        _mm256_store_ps(tail, exp8(_mm256_sub_ps(_mm256_load_ps(tail), sv)));
-        for (int64_t i = j; i < n; ++i) v[i] = tail[i - j];
+        const __m256i live = lanes_below(n - j);
+        _mm256_maskstore_ps(v + j, live, exp8(_mm256_sub_ps(_mm256_maskload_ps(v + j, live), sv)));
     }
     float sum = 0.0f;
     for (int64_t i = 0; i < n; ++i) sum += v[i];
@@ -340,10 +344,8 @@ TANDEM_AVX2 void swiglu_avx2(const float* g, const float* u, int64_t n, float li
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i), lv));
     if (i < n) {
-        alignas(32) float tg[8] = {}, tu[8] = {};
-        for (int64_t j = i; j < n; ++j) tg[j - i] = g[j], tu[j - i] = u[j];
-        _mm256_store_ps(tg, swiglu8(_mm256_load_ps(tg), _mm256_load_ps(tu), lv));
-        for (int64_t j = i; j < n; ++j) out[j] = tg[j - i];
+        const __m256i live = lanes_below(n - i);
+        _mm256_maskstore_ps(out + i, live, swiglu8(_mm256_maskload_ps(g + i, live), _mm256_maskload_ps(u + i, live), lv));
     }
 }
 

@@ -50,34 +50,37 @@ rope_table make_rope_table(const rope_config& r, int64_t head_dim) {
     return t;
 }
 
+namespace {
+
+// Pair i's cosine and sine at position p (the sine negated for the inverse), and its rotation:
+// apply(), angles() and rotate() all go through these two, so they agree bit for bit.
+void angle_of(float p, float inv_freq, bool inverse, float& cs, float& sn) {
+    const float angle = p * inv_freq;
+    cs = std::cos(angle);
+    sn = inverse ? -std::sin(angle) : std::sin(angle);
+}
+void rotate_pair(float* x, size_t i, float cs, float sn) {
+    const float a = x[2 * i], b = x[2 * i + 1];
+    x[2 * i] = a * cs + (-b) * sn;
+    x[2 * i + 1] = b * cs + a * sn;
+}
+
+}  // namespace
+
 void rope_table::angles(int64_t pos, bool inverse, float* cs, float* sn) const {
-    const float p = static_cast<float>(pos);
-    for (size_t i = 0; i < inv_freq.size(); ++i) {
-        const float angle = p * inv_freq[i];
-        cs[i] = std::cos(angle);
-        sn[i] = inverse ? -std::sin(angle) : std::sin(angle);
-    }
+    for (size_t i = 0; i < inv_freq.size(); ++i) angle_of(static_cast<float>(pos), inv_freq[i], inverse, cs[i], sn[i]);
 }
 
 void rope_table::rotate(float* x, const float* cs, const float* sn) const {
-    for (size_t i = 0; i < inv_freq.size(); ++i) {
-        const float a = x[2 * i], b = x[2 * i + 1];
-        x[2 * i] = a * cs[i] + (-b) * sn[i];
-        x[2 * i + 1] = b * cs[i] + a * sn[i];
-    }
+    for (size_t i = 0; i < inv_freq.size(); ++i) rotate_pair(x, i, cs[i], sn[i]);
 }
 
 void rope_table::apply(float* x, int64_t pos, bool inverse) const {
-    constexpr size_t k_max_pairs = 256;  // a head's rope slice is far shorter; longer ones take the heap
-    float cs_local[k_max_pairs], sn_local[k_max_pairs];
-    std::vector<float> heap;
-    float *cs = cs_local, *sn = sn_local;
-    if (inv_freq.size() > k_max_pairs) {
-        heap.resize(2 * inv_freq.size());
-        cs = heap.data(), sn = heap.data() + inv_freq.size();
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+        float cs, sn;
+        angle_of(static_cast<float>(pos), inv_freq[i], inverse, cs, sn);
+        rotate_pair(x, i, cs, sn);
     }
-    angles(pos, inverse, cs, sn);
-    rotate(x, cs, sn);
 }
 
 // ---- mHC ----------------------------------------------------------------------------------
