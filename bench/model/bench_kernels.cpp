@@ -30,7 +30,7 @@ using tandem::cpu::weight_matrix;
 const char* k_usage =
     "usage: bench_kernels [--threads N] [--gemv-mib N] [--rows N] [--cols N] [--rounds N]\n"
     "  --threads N    worker threads (default: all cores)\n"
-    "  --gemv-mib N   stored size of each GEMV matrix (default 512)\n"
+    "  --gemv-mib N   stored size of each GEMV matrix (default: the read-bandwidth buffer, 4x the last-level cache, at least 512)\n"
     "  --rows N       GEMM rows (default 128)\n"
     "  --cols N       K, the matrices' columns, a multiple of 128 (default 1024)\n"
     "  --rounds N     rounds, best kept (default 3)\n";
@@ -84,7 +84,7 @@ struct owned_matrix {
 
 int main(int argc, char** argv) {
     int threads = 0;
-    int64_t gemv_mib = 512, rows = 128, rounds = 3, K = 1024;
+    int64_t gemv_mib = tandem::bench::bandwidth_buffer_bytes() >> 20, rows = 128, rounds = 3, K = 1024;
     for (int i = 1; i < argc; ++i) {
         std::string k = argv[i];
         if (k == "--help" || k == "-h") { std::fputs(k_usage, stdout); return 0; }
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     if (gemv_mib < 1 || rows < 1 || rounds < 1 || K < 128 || K % 128 != 0) { std::fprintf(stderr, "%s", k_usage); return 2; }
     tandem::cpu::thread_pool pool(threads);
     tandem::bench::fma_peak_result peak;
-    tandem::bench::read_bandwidth_probe probe(pool, int64_t{512} << 20);
+    tandem::bench::read_bandwidth_probe probe(pool, tandem::bench::bandwidth_buffer_bytes());
 
     const weight_form forms[] = {weight_form::f32, weight_form::bf16, weight_form::f16, weight_form::fp8_e4m3,
                                  weight_form::fp4_e2m1};
@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
     std::printf("baseline: FMA peak %.1f GFLOP/s measured", peak.measured_flops / 1e9);
     if (peak.theoretical_flops > 0)
         std::printf(" (theoretical %.1f = %s)", peak.theoretical_flops / 1e9, peak.theoretical_formula.c_str());
-    std::printf("; read bandwidth %.2f GB/s (best of every measurement)\n", probe.best() / 1e9);
+    std::printf("; read bandwidth %.2f GB/s (sum over %lld MiB, best of every measurement); GEMV matrices %lld MiB\n",
+                probe.best() / 1e9, (long long)(probe.buffer_bytes() >> 20), (long long)gemv_mib);
     std::printf("%-9s %10s %10s %14s %14s %12s\n", "form", "GEMV GB/s", "÷ read bw", "÷ bw, paired", "GEMM GFLOP/s",
                 "÷ FMA peak");
     for (int f = 0; f < 5; ++f)

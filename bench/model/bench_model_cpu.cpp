@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
     if (!pool) { std::fprintf(stderr, "%s\n", pool.error().message().c_str()); return 1; }
     tandem::cpu::thread_pool tp(threads);
     tandem::bench::fma_peak_result peak;
-    tandem::bench::read_bandwidth_probe probe(tp, int64_t{512} << 20);
+    tandem::bench::read_bandwidth_probe probe(tp, tandem::bench::bandwidth_buffer_bytes());
     // Baselines are re-measured every round and the best kept, like the model figures, so a
     // busy moment on a shared machine does not deflate one side of a ratio only.
     auto measure_baselines = [&] {
@@ -328,8 +328,10 @@ int main(int argc, char** argv) {
                 peak.isa.c_str());
     if (peak.theoretical_flops > 0)
         std::printf("; theoretical %.1f GFLOP/s = %s", peak.theoretical_flops / 1e9, peak.theoretical_formula.c_str());
-    std::printf("\nbaseline: read bandwidth %.2f GB/s (sum over %lld MiB, best of every measurement)\n", probe.best() / 1e9,
-                (long long)(probe.buffer_bytes() >> 20));
+    std::printf("\nbaseline: read bandwidth %.2f GB/s (sum over %lld MiB, 4x the %lld MiB last-level cache or 512 MiB; "
+                "best of every measurement)\n",
+                probe.best() / 1e9, (long long)(probe.buffer_bytes() >> 20),
+                (long long)(tandem::bench::last_level_cache_bytes() >> 20));
     // Per prompt token: every active weight but the head; the head once for the whole prompt.
     const double head = head_weights(c);
     const double flops = 2 * ((w - head) + head / double(prompt)) * best.prefill_tps;

@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     tandem::bench::bandwidth_result bw;
     figure grouped, gemv;
     for (int64_t round = 0; round < rounds; ++round) {  // interleaved, so load drifts hit all three
-        const auto b = tandem::bench::measure_read_bandwidth(pool, int64_t{1} << 30);
+        const auto b = tandem::bench::measure_read_bandwidth(pool, std::max(int64_t{1} << 30, tandem::bench::bandwidth_buffer_bytes()));
         if (b.read_bytes_per_s > bw.read_bytes_per_s) bw = b;
         measure(rows, batch, grouped);
         measure(1, 1, gemv);

@@ -225,6 +225,29 @@ double read_bandwidth_probe::measure(int passes) {
     return best;
 }
 
+int64_t last_level_cache_bytes() {
+    int best_level = 0;
+    int64_t best_bytes = 0;
+    for (int index = 0; index < 16; ++index) {
+        const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+        std::ifstream level_file(dir + "level"), size_file(dir + "size");
+        int level = 0;
+        std::string size;
+        if (!(level_file >> level) || !(size_file >> size) || size.empty()) continue;
+        int64_t bytes = std::atoll(size.c_str());
+        if (size.back() == 'K') bytes <<= 10;
+        else if (size.back() == 'M') bytes <<= 20;
+        if (level > best_level || (level == best_level && bytes > best_bytes)) best_level = level, best_bytes = bytes;
+    }
+    return best_bytes;
+}
+
+int64_t bandwidth_buffer_bytes() {
+    const int64_t mib = int64_t{1} << 20;
+    const int64_t wanted = std::max(512 * mib, 4 * last_level_cache_bytes());
+    return (wanted + mib - 1) / mib * mib;
+}
+
 bandwidth_result measure_read_bandwidth(cpu::thread_pool& pool, int64_t buffer_bytes) {
     read_bandwidth_probe probe(pool, buffer_bytes);
     return {probe.measure(5), probe.buffer_bytes()};

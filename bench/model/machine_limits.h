@@ -30,7 +30,16 @@ struct bandwidth_result {
     int64_t buffer_bytes = 0;
 };
 
-bandwidth_result measure_read_bandwidth(cpu::thread_pool& pool, int64_t buffer_bytes = int64_t{1} << 30);
+// The last-level cache's size in bytes as the kernel reports it (sysfs, the highest cache level
+// of cpu0), 0 when unknown. A VM reports its host socket's cache: 480 MiB on one Xeon 6 VM here.
+int64_t last_level_cache_bytes();
+
+// The read-bandwidth buffer: at least four times the last-level cache and never under 512 MiB.
+// Why: a fixed 512 MiB was 16x the L3 of the machines it was chosen on, but on a VM reporting a
+// 480 MiB L3 the sum read partly from cache, and every "of read bandwidth" ratio meant nothing.
+int64_t bandwidth_buffer_bytes();
+
+bandwidth_result measure_read_bandwidth(cpu::thread_pool& pool, int64_t buffer_bytes = bandwidth_buffer_bytes());
 
 // The same read-only sum over a buffer allocated and touched once, for measuring the bandwidth
 // again right before and after each memory-bound figure. Why: on a shared machine the bandwidth
