@@ -59,7 +59,11 @@ namespace {
 // Work unit of a linear: a block of output columns over a tile of rows. The block's weights (a
 // few KB to a few hundred KB) stay in cache while the tile's rows stream past them, and each
 // weight is read from memory once per call whatever the batch (rows are tiled only when there
-// are many, and then the block is re-read from cache, not memory).
+// are many). Units run tile by tile — every block of tile 0, then of tile 1 — so a tile's rows
+// stay in L2 across its blocks and each block's weights arrive behind the kernels' prefetch of
+// the next group (contiguous: the next block's first rows follow the last group's), instead of
+// block by block, where every unit fetched a new x tile (240 KB at K = 1024) from L3 without a
+// prefetch. Xeon 6 VM, one thread, bf16 K = 1024, 512 rows: 0.666 -> 0.718 of the FMA peak.
 constexpr int64_t k_row_tile = 60;  // a multiple of the AVX2 kernel's 6-row group
 
 // Outputs per block: about 96 KB of weights, in whole multiples of 48 — the output groups of
@@ -72,17 +76,29 @@ constexpr int64_t k_row_tile = 60;  // a multiple of the AVX2 kernel's 6-row gro
 // still far inside a core's L2 for the row tiles that stream past it.
 constexpr int64_t k_block_quantum = 48;
 
+int64_t tiles_of(int64_t rows) { return (rows + k_row_tile - 1) / k_row_tile; }
+
+// Tile t's first row: the rows spread evenly over the tiles, each boundary on a multiple of 6
+// (the AVX2 kernel's row group, two of the scratch GEMM's 3-row blocks). Why: every tile decodes
+// the block's weights once, so a short last tile pays that decode for few rows — an expert given
+// 128 rows of a prefill ran tiles of 60, 60 and 8, the last one decoding 96 KB of weights for 8
+// rows; evenly it runs 42, 42 and 44. A row's results do not depend on its tile.
+int64_t tile_start(int64_t rows, int64_t tiles, int64_t t) {
+    return t >= tiles ? rows : rows * t / tiles / 6 * 6;
+}
+
 int64_t units_of(const linear_job& j) {
     if (j.rows <= 0 || j.w.rows <= 0) return 0;
     const int64_t block = detail::output_block(j.w);
-    return ((j.w.rows + block - 1) / block) * ((j.rows + k_row_tile - 1) / k_row_tile);
+    return ((j.w.rows + block - 1) / block) * tiles_of(j.rows);
 }
 
 void run_unit(const detail::kernel_table& k, const linear_job& j, int64_t u) {
-    const int64_t block = detail::output_block(j.w), tiles = (j.rows + k_row_tile - 1) / k_row_tile;
-    const int64_t b = u / tiles, t = u % tiles;
+    const int64_t block = detail::output_block(j.w), tiles = tiles_of(j.rows);
+    const int64_t blocks = (j.w.rows + block - 1) / block;
+    const int64_t t = u / blocks, b = u % blocks;
     const int64_t o0 = b * block, o1 = std::min(j.w.rows, o0 + block);
-    const int64_t r0 = t * k_row_tile, r1 = std::min(j.rows, r0 + k_row_tile);
+    const int64_t r0 = tile_start(j.rows, tiles, t), r1 = tile_start(j.rows, tiles, t + 1);
     k.tile(j.x + r0 * j.x_stride, j.x_stride, r1 - r0, j.w, o0, o1, j.y + r0 * j.y_stride + o0, j.y_stride);
 }
 
