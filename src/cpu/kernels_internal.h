@@ -62,9 +62,13 @@ fp8_decode_route fp8_route_for_this_cpu();
 void few_rows_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                      float* y, int64_t ys, fp8_decode_route route);
 
-// The axpys contract above with AVX-512F, sixteen elements per register (axpys_avx512.cpp).
-// Only the AVX-512 table calls it (x86-64 builds only).
+// The axpys, exp_shifted, swiglu and scale_rows contracts above with AVX-512F, sixteen elements
+// per register (axpys_avx512.cpp, elementwise_avx512.cpp). Only the AVX-512 table calls them
+// (x86-64 builds only).
 void axpys_avx512(const float* a, const float* const* x, int64_t count, float* y, int64_t n);
+float exp_shifted_avx512(float* v, int64_t n, float shift);
+void swiglu_avx512(const float* g, const float* u, int64_t n, float limit, float* out);
+void scale_rows_avx512(const float* x, const float* w, float r, int64_t n, float* y);
 
 // Two or more rows against any stored form with AVX-512F (gemm_avx512.cpp): the tile's contract
 // above, bitwise the AVX2 tile. Only the AVX-512 table calls it (x86-64 builds only).

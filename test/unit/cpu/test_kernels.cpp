@@ -69,6 +69,18 @@ TEST_CASE("cpu: thread pool passes back to back never mix: each runs its own fun
     }
 }
 
+// The vector tables this machine can run beside the scalar reference: AVX2, and the AVX-512 one
+// where the CPU has AVX-512F (its per-element kernels are checked against the same bits).
+static std::vector<const tandem::cpu::detail::kernel_table*> vector_tables() {
+    std::vector<const tandem::cpu::detail::kernel_table*> tables;
+    if (const auto* avx2 = tandem::cpu::detail::avx2_kernels()) tables.push_back(avx2);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (const auto* avx512 = tandem::cpu::detail::avx512_kernels(); avx512 && __builtin_cpu_supports("avx512f"))
+        tables.push_back(avx512);
+#endif
+    return tables;
+}
+
 TEST_CASE("cpu: attention's dots and axpy give the reference bits on every instruction set") {
     const auto* avx2 = tandem::cpu::detail::avx2_kernels();
     const auto& scalar = tandem::cpu::detail::scalar_kernels();
@@ -118,12 +130,7 @@ TEST_CASE("cpu: attention's dots and axpy give the reference bits on every instr
 
 TEST_CASE("cpu: axpys gives the bits of one axpy per x in order, on every instruction set") {
     const auto& scalar = tandem::cpu::detail::scalar_kernels();
-    std::vector<const tandem::cpu::detail::kernel_table*> tables;
-    if (const auto* avx2 = tandem::cpu::detail::avx2_kernels()) tables.push_back(avx2);
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (const auto* avx512 = tandem::cpu::detail::avx512_kernels(); avx512 && __builtin_cpu_supports("avx512f"))
-        tables.push_back(avx512);
-#endif
+    const auto tables = vector_tables();
     std::mt19937 rng(12);
     std::normal_distribution<float> nd;
     constexpr int64_t guard = 32;  // past y's end: a store there is a bug whatever it writes
@@ -187,11 +194,11 @@ TEST_CASE("cpu: exp_f32 is within 1 ulp of e^x, and exp_shifted gives its bits a
 
     // exp_shifted: each value is exp_f32 of its shifted input, bit for bit, on every table, with
     // the special values and lengths that leave a 1-7 element tail.
-    const auto* avx2 = tandem::cpu::detail::avx2_kernels();
     const auto& scalar = tandem::cpu::detail::scalar_kernels();
     std::mt19937 rng(13);
     std::normal_distribution<float> nd(0.0f, 20.0f);
-    for (int64_t n : {0, 1, 5, 8, 13, 64, 171, 300}) {
+    // Lengths leaving 1-7 (eight lanes) and 1-15 (sixteen lanes) element tails.
+    for (int64_t n : {0, 1, 5, 8, 13, 16, 29, 64, 171, 300}) {
         CAPTURE(n);
         std::vector<float> v0(static_cast<size_t>(n));
         for (auto& v : v0) v = nd(rng);
@@ -207,7 +214,7 @@ TEST_CASE("cpu: exp_f32 is within 1 ulp of e^x, and exp_shifted gives its bits a
             return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0;
         };
         const auto same = [&](const std::vector<float>& got, float sum) {
-            for (size_t i = 0; i < got.size(); ++i) {
+            for (size_t i = 0; i < want.size(); ++i) {
                 CAPTURE(i);
                 CHECK(same_float(got[i], want[i]));
             }
@@ -218,9 +225,12 @@ TEST_CASE("cpu: exp_f32 is within 1 ulp of e^x, and exp_shifted gives its bits a
         same(got, exp_shifted(got.data(), n, shift));
         got = v0;
         same(got, scalar.exp_shifted(got.data(), n, shift));
-        if (avx2) {
+        for (const auto* table : vector_tables()) {
+            CAPTURE(table->name);
             got = v0;
-            same(got, avx2->exp_shifted(got.data(), n, shift));
+            got.resize(v0.size() + 16, 7.0f);  // past the end: a store there is a bug
+            same(got, table->exp_shifted(got.data(), n, shift));
+            for (size_t i = v0.size(); i < got.size(); ++i) CHECK(got[i] == 7.0f);
         }
     }
     for (int64_t n : {3, 11}) {  // a NaN among finite values: NaN there, the others exact
@@ -234,13 +244,12 @@ TEST_CASE("cpu: exp_f32 is within 1 ulp of e^x, and exp_shifted gives its bits a
 }
 
 TEST_CASE("cpu: swiglu is silu(min(g, limit)) · clamp(u, ±limit) with exp_f32, bit for bit on every instruction set") {
-    const auto* avx2 = tandem::cpu::detail::avx2_kernels();
     const auto& scalar = tandem::cpu::detail::scalar_kernels();
     std::mt19937 rng(14);
     std::normal_distribution<float> nd(0.0f, 6.0f);
     const auto same_float = [](float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0; };
     for (float limit : {10.0f, 7.0f, 0.0f}) {
-        for (int64_t n : {1, 6, 8, 21, 256}) {
+        for (int64_t n : {1, 6, 8, 21, 37, 256}) {
             CAPTURE(limit);
             CAPTURE(n);
             std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));
@@ -254,18 +263,20 @@ TEST_CASE("cpu: swiglu is silu(min(g, limit)) · clamp(u, ±limit) with exp_f32,
                 want[i] = gc / (1.0f + tandem::exp_f32(-gc)) * std::clamp(u[i], -limit, limit);
             }
             const auto check = [&](const std::vector<float>& got) {
-                for (size_t i = 0; i < got.size(); ++i) {
+                for (size_t i = 0; i < want.size(); ++i) {
                     CAPTURE(i);
                     CHECK(same_float(got[i], want[i]));
                 }
+                for (size_t i = want.size(); i < got.size(); ++i) CHECK(got[i] == 7.0f);  // nothing past n
             };
-            std::vector<float> got(static_cast<size_t>(n));
+            std::vector<float> got(static_cast<size_t>(n) + 16, 7.0f);
             swiglu(g.data(), u.data(), n, limit, got.data());
             check(got);
             scalar.swiglu(g.data(), u.data(), n, limit, got.data());
             check(got);
-            if (avx2) {
-                avx2->swiglu(g.data(), u.data(), n, limit, got.data());
+            for (const auto* table : vector_tables()) {
+                CAPTURE(table->name);
+                table->swiglu(g.data(), u.data(), n, limit, got.data());
                 check(got);
             }
         }
@@ -273,11 +284,10 @@ TEST_CASE("cpu: swiglu is silu(min(g, limit)) · clamp(u, ±limit) with exp_f32,
 }
 
 TEST_CASE("cpu: RMSNorm's scaling gives the reference bits on every instruction set, with and without weights") {
-    const auto* avx2 = tandem::cpu::detail::avx2_kernels();
     const auto& scalar = tandem::cpu::detail::scalar_kernels();
     std::mt19937 rng(15);
     std::normal_distribution<float> nd;
-    for (int64_t n : {1, 7, 8, 61, 1024}) {
+    for (int64_t n : {1, 7, 8, 17, 61, 1024}) {
         std::vector<float> x(static_cast<size_t>(n)), w(static_cast<size_t>(n));
         for (auto& v : x) v = nd(rng);
         for (auto& v : w) v = nd(rng);
@@ -288,11 +298,14 @@ TEST_CASE("cpu: RMSNorm's scaling gives the reference bits on every instruction 
             for (size_t i = 0; i < x.size(); ++i) want[i] = wp ? wp[i] * (x[i] * r) : x[i] * r;
             scalar.scale_rows(x.data(), wp, r, n, got.data());
             CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
-            if (avx2) {
-                avx2->scale_rows(x.data(), wp, r, n, got.data());
-                CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+            for (const auto* table : vector_tables()) {
+                CAPTURE(table->name);
+                std::vector<float> out(x.size() + 16, 7.0f);
+                table->scale_rows(x.data(), wp, r, n, out.data());
+                CHECK(std::memcmp(out.data(), want.data(), want.size() * 4) == 0);
+                for (size_t i = x.size(); i < out.size(); ++i) CHECK(out[i] == 7.0f);  // nothing past n
                 got = x;  // in place, as rms_norm calls it
-                avx2->scale_rows(got.data(), wp, r, n, got.data());
+                table->scale_rows(got.data(), wp, r, n, got.data());
                 CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
             }
         }
