@@ -105,18 +105,30 @@ class Server:
             sizes.add((b + 4095) // 4096 * 4096)
         return sizes
 
+    @staticmethod
+    def weight_copy_sizes():
+        """Mapping sizes of the checkpoint files' copies in memory (model.weight_pages = "huge",
+        src/model/file_bytes.cpp): each file's size rounded up to 2 MiB, plus 2 MiB of alignment.
+        Kernels with CONFIG_ANON_VMA_NAME also name them "[anon:tandem weights <file>]"."""
+        mib2 = 2 << 20
+        return {(f.stat().st_size + mib2 - 1) // mib2 * mib2 + mib2
+                for f in (ROOT / "models/tiny").glob("*.safetensors")}
+
     def memory_mib(self):
-        """Resident memory by kind, from /proc/<pid>/smaps: weights (the checkpoint's file
-        mappings: bounded by their size), pools (the KV pools: bounded by cache.memory_bytes;
-        a page's memory is committed when first written and kept) and other (heap, stacks, code:
-        where a leak would show)."""
+        """Resident memory by kind, from /proc/<pid>/smaps: weights (the checkpoint's files, mapped
+        or copied into memory: bounded by their size), pools (the KV pools: bounded by
+        cache.memory_bytes; a page's memory is committed when first written and kept) and other
+        (heap, stacks, code: where a leak would show)."""
         pools, out, cur = self.pool_sizes(), {"weights": 0, "pools": 0, "other": 0}, None
+        copies = self.weight_copy_sizes()
         for line in open(f"/proc/{self.proc.pid}/smaps"):
             m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s*(.*)$", line)
             if m:
                 size = int(m.group(2), 16) - int(m.group(1), 16)
-                cur = ("weights" if m.group(3).endswith(".safetensors") else
-                       "pools" if not m.group(3) and size in pools else "other")
+                name = m.group(3)
+                cur = ("weights" if name.endswith(".safetensors") or name.startswith("[anon:tandem weights")
+                       or (not name and size in copies) else
+                       "pools" if not name and size in pools else "other")
             elif line.startswith("Rss:"):
                 out[cur] += int(line.split()[1]) * 1024
         return {k: round(v / 2**20, 1) for k, v in out.items()}
@@ -347,7 +359,7 @@ def main():
     for t in threads:
         t.start()
     samples, rng = [], random.Random(args.seed)
-    print("MiB: rss = weights (file) + pools (KV) + other (heap, stacks, code); cache: what the "
+    print("MiB: rss = weights (checkpoint files) + pools (KV) + other (heap, stacks, code); cache: what the "
           "prefix cache holds", flush=True)
     print(f"{'min':>6} {'ok':>6} {'wrong':>5} {'lost':>4} {'errors':>6} | {'pd rss':>6} "
           f"{'weights':>7} {'pools':>6} {'other':>6} {'cache':>6} {'fds':>4} | {'single rss':>10} "

@@ -67,7 +67,8 @@ result<std::shared_ptr<pool_arena_owner>> alloc_pool_arena(const config& cfg, in
 
 result<engine::cpu_engine_parts> make_device_engine_parts(const config& cfg, uint64_t model_fingerprint,
                                                           std::shared_ptr<heartbeat> copy_thread_beat) {
-    result<model::model_options> mo = model::model_options_from(cfg.model.numerics, cfg.backend.threads);
+    result<model::model_options> mo =
+        model::model_options_from(cfg.model.numerics, cfg.backend.threads, cfg.model.weight_pages);
     if (!mo) return mo.error();
     result<cache::cache_plan> plan = cache::make_cache_plan(cfg);
     if (!plan) return plan.error();

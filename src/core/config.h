@@ -34,6 +34,7 @@ struct model_section {
     std::string served_name;  // the id /v1/models reports and requests must name (load_config
                               // fills an empty one with served_name_of(path))
     std::string numerics;     // "hf" | "official"
+    std::string weight_pages; // "huge" (copied into memory, huge pages) | "mapped"
 };
 
 struct backend_section {

@@ -70,6 +70,10 @@ const std::vector<field>& table() {
          "model.path directory.", REF(model.served_name)),
         choice("model", "numerics",
          "hf: match HF transformers; official: DeepSeek's FP8/FP4 simulation.", REF(model.numerics), {"hf", "official"}),
+        choice("model", "weight_pages",
+         "huge: read the checkpoint into memory at startup, in 2 MiB pages (the kernels stream weights "
+         "without a TLB miss per 4 KiB); mapped: map the files (lazy, shared page cache, 4 KiB pages).",
+         REF(model.weight_pages), {"huge", "mapped"}),
 
         choice("backend", "device", "auto: CUDA when a GPU is present, else CPU.",
          REF(backend.device), {"auto", "cpu", "cuda"}),

@@ -106,7 +106,7 @@ result<std::shared_ptr<prefix_cache>> make_prefix_cache(const config& cfg,
 result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint,
                                                std::shared_ptr<heartbeat> copy_thread_beat) {
     result<model::model_options> mo =
-        model::model_options_from(cfg.model.numerics, cfg.backend.threads);
+        model::model_options_from(cfg.model.numerics, cfg.backend.threads, cfg.model.weight_pages);
     if (!mo) return mo.error();
     result<std::unique_ptr<model::model>> m = model::model::load(cfg.model.path, *mo);
     if (!m) return m.error().with_context("loading the model from model.path");

@@ -144,8 +144,11 @@ void model_impl::run_head(const std::vector<float>& h, const std::vector<int64_t
 
 // ---- model ----------------------------------------------------------------------------------
 
-result<model_options> model_options_from(const std::string& numerics, int64_t threads) {
+result<model_options> model_options_from(const std::string& numerics, int64_t threads, const std::string& pages) {
     model_options o;
+    auto p = weight_pages_from(pages);
+    if (!p) return p.error();
+    o.pages = *p;
     if (numerics == "hf") o.numerics = numerics_mode::hf;
     else if (numerics == "official") o.numerics = numerics_mode::official;
     else
@@ -168,8 +171,12 @@ result<std::unique_ptr<model>> model::load(const std::string& dir, const model_o
     namespace fs = std::filesystem;
     auto cfg = load_model_config((fs::path(dir) / "config.json").string());
     if (!cfg) return cfg.error();
-    auto ck = checkpoint::open_dir(dir);
+    const auto t_read = std::chrono::steady_clock::now();
+    auto ck = checkpoint::open_dir(dir, opt.pages);
     if (!ck) return ck.error();
+    if (opt.pages == weight_pages::huge)
+        TANDEM_LOG_INFO("read {} into memory ({:.1f} MiB) in {:.2f} s", dir, double(ck->file_bytes_total()) / (1 << 20),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_read).count());
     // Progress for large checkpoints: one line per tenth of the bytes converted.
     const auto t0 = std::chrono::steady_clock::now();
     int last_tenth = 0;

@@ -30,6 +30,7 @@
 #include "cache/layer_gate.h"
 #include "cache/page_pool.h"
 #include "core/status.h"
+#include "model/file_bytes.h"
 #include "model/model_config.h"
 
 namespace tandem::model {
@@ -42,10 +43,14 @@ enum class numerics_mode {
 struct model_options {
     numerics_mode numerics = numerics_mode::hf;
     int threads = 0;  // CPU worker threads; 0 = all cores
+    // How the checkpoint's bytes are held: copied into huge pages, or mapped (model/file_bytes.h).
+    weight_pages pages = weight_pages::huge;
 };
 
-// From config.model.numerics ("hf" | "official") and config.backend.threads; errors name the key.
-result<model_options> model_options_from(const std::string& numerics, int64_t threads);
+// From config.model.numerics ("hf" | "official"), config.backend.threads and
+// config.model.weight_pages ("huge" | "mapped"); errors name the key.
+result<model_options> model_options_from(const std::string& numerics, int64_t threads,
+                                         const std::string& pages = "huge");
 
 // One sequence's slice of a batch.
 struct forward_item {

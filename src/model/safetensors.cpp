@@ -1,10 +1,5 @@
-// model/safetensors.cpp — safetensors reading (mmap + validated header) and writing.
+// model/safetensors.cpp — safetensors reading (file bytes + validated header) and writing.
 #include "model/safetensors.h"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -117,30 +112,17 @@ std::string join_dims(const std::vector<int64_t>& dims, const char* sep) {
 
 int64_t tensor_view::numel() const { return checked_numel(shape); }
 
-result<std::unique_ptr<safetensors_file>> safetensors_file::open(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return make_error(errno == ENOENT ? error_code::not_found : error_code::io_error,
-                          fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        ::close(fd);
-        return make_error(error_code::io_error, fmt::format("{}: fstat failed", path));
-    }
+result<std::unique_ptr<safetensors_file>> safetensors_file::open(const std::string& path, weight_pages pages) {
+    auto bytes = file_bytes::open(path, pages);
+    if (!bytes) return bytes.error();
     std::unique_ptr<safetensors_file> f(new safetensors_file());
     f->path_ = path;
-    f->size_ = static_cast<int64_t>(st.st_size);
-    if (f->size_ < 8) {
-        ::close(fd);
+    f->size_ = (*bytes)->size();
+    f->base_ = (*bytes)->data();
+    f->bytes_ = std::move(bytes.value());
+    if (f->size_ < 8)
         return make_error(error_code::data_loss,
                           fmt::format("{}: {} bytes is too short for a safetensors file", path, f->size_));
-    }
-    void* p = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED)
-        return make_error(error_code::io_error, fmt::format("{}: mmap failed: {}", path, std::strerror(errno)));
-    f->base_ = static_cast<const uint8_t*>(p);
-    f->mapped_ = true;
     TANDEM_RETURN_IF_ERROR(f->parse_header().with_context(path));
     return f;
 }
@@ -159,9 +141,7 @@ result<std::unique_ptr<safetensors_file>> safetensors_file::open_bytes(std::span
     return f;
 }
 
-safetensors_file::~safetensors_file() {
-    if (base_ && mapped_) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(size_));
-}
+safetensors_file::~safetensors_file() = default;
 
 status safetensors_file::parse_header() {
     uint64_t header_len = 0;
@@ -246,7 +226,7 @@ result<std::vector<std::string>> shard_files_from_index(const std::string& index
 
 }  // namespace
 
-result<checkpoint> checkpoint::open_dir(const std::string& dir) {
+result<checkpoint> checkpoint::open_dir(const std::string& dir, weight_pages pages) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
@@ -270,7 +250,7 @@ result<checkpoint> checkpoint::open_dir(const std::string& dir) {
     checkpoint ck;
     std::vector<std::string> problems;
     for (const auto& name : files) {
-        auto f = safetensors_file::open((fs::path(dir) / name).string());
+        auto f = safetensors_file::open((fs::path(dir) / name).string(), pages);
         if (!f) {
             problems.push_back(f.error().message());
             continue;
@@ -296,6 +276,25 @@ result<checkpoint> checkpoint::open_dir(const std::string& dir) {
 const tensor_view* checkpoint::find(const std::string& name) const {
     auto it = index_.find(name);
     return it == index_.end() ? nullptr : it->second;
+}
+
+int64_t checkpoint::file_bytes_total() const {
+    int64_t n = 0;
+    for (const auto& f : files_) n += f->bytes() ? f->bytes()->size() : 0;
+    return n;
+}
+
+int64_t checkpoint::copied_bytes() const {
+    int64_t n = 0;
+    for (const auto& f : files_)
+        if (f->bytes() && f->bytes()->mode() == weight_pages::huge) n += f->bytes()->size();
+    return n;
+}
+
+int64_t checkpoint::huge_page_bytes() const {
+    int64_t n = 0;
+    for (const auto& f : files_) n += f->bytes() ? f->bytes()->huge_page_bytes() : 0;
+    return n;
 }
 
 int64_t checkpoint::total_bytes() const {

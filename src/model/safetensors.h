@@ -1,7 +1,8 @@
-// model/safetensors.h — Read-only, memory-mapped access to safetensors checkpoints, and a writer.
+// model/safetensors.h — Read-only access to safetensors checkpoints held in memory (mapped, or
+// copied into huge pages: model/file_bytes.h), and a writer.
 //
-// Owns: the file format (8-byte little-endian header length, JSON header, raw data), mmap
-// lifetime, and validation of everything a header claims (known dtype, non-negative shape, byte
+// Owns: the file format (8-byte little-endian header length, JSON header, raw data), the file
+// bytes' lifetime, and validation of everything a header claims (known dtype, non-negative shape, byte
 // size = elements × dtype size, data range inside the file, no overlapping ranges). A checkpoint
 // directory is either one `model.safetensors` or shards listed by
 // `model.safetensors.index.json`. All problems found in a file are reported in one error; a
@@ -21,6 +22,7 @@
 
 #include "core/status.h"
 #include "model/dtype.h"
+#include "model/file_bytes.h"
 
 namespace tandem::model {
 
@@ -31,17 +33,18 @@ struct tensor_view {
     std::string name;
     dtype type = dtype::f32;
     std::vector<int64_t> shape;
-    const uint8_t* data = nullptr;  // inside the mapped file
+    const uint8_t* data = nullptr;  // inside the file's bytes in memory
     int64_t nbytes = 0;
     std::string file;  // which file holds it (for error messages)
 
     int64_t numel() const;
 };
 
-// One mapped .safetensors file.
+// One .safetensors file, mapped or copied into huge pages (model/file_bytes.h).
 class safetensors_file {
 public:
-    static result<std::unique_ptr<safetensors_file>> open(const std::string& path);
+    static result<std::unique_ptr<safetensors_file>> open(const std::string& path,
+                                                          weight_pages pages = weight_pages::mapped);
     // A file already in memory, validated the same way; `bytes` must outlive the object (the
     // views point into it). `name` stands for the path in errors. The fuzz harness's entry.
     static result<std::unique_ptr<safetensors_file>> open_bytes(std::span<const uint8_t> bytes,
@@ -53,6 +56,8 @@ public:
     const std::string& path() const { return path_; }
     const std::map<std::string, tensor_view>& tensors() const { return tensors_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
+    // The file's bytes in memory (null for open_bytes, whose bytes the caller owns).
+    const file_bytes* bytes() const { return bytes_.get(); }
 
 private:
     safetensors_file() = default;
@@ -61,7 +66,7 @@ private:
     std::string path_;
     const uint8_t* base_ = nullptr;
     int64_t size_ = 0;
-    bool mapped_ = false;  // base_ is our mmap (open), not the caller's bytes (open_bytes)
+    std::shared_ptr<const file_bytes> bytes_;  // what base_ points into (open), or null (open_bytes)
     std::map<std::string, tensor_view> tensors_;
     std::map<std::string, std::string> metadata_;
 };
@@ -70,10 +75,15 @@ private:
 class checkpoint {
 public:
     // `dir` holds model.safetensors.index.json (sharded) or model.safetensors, or any set of
-    // *.safetensors files when neither name exists.
-    static result<checkpoint> open_dir(const std::string& dir);
+    // *.safetensors files when neither name exists. `pages`: how the files are held in memory.
+    static result<checkpoint> open_dir(const std::string& dir, weight_pages pages = weight_pages::mapped);
 
     const tensor_view* find(const std::string& name) const;
+    // Every file's size (header included), and how much of it is copied into memory (weight_pages
+    // huge) and backed by huge pages there.
+    int64_t file_bytes_total() const;
+    int64_t copied_bytes() const;
+    int64_t huge_page_bytes() const;
     const std::map<std::string, const tensor_view*>& tensors() const { return index_; }
     int64_t total_bytes() const;
 

@@ -309,9 +309,13 @@ std::string weight_memory::describe() const {
         if (in_place_bytes[f] > 0)
             forms += fmt::format("{}{} {:.1f}", forms.empty() ? "" : ", ",
                                  cpu::weight_form_name(static_cast<cpu::weight_form>(f)), mib(in_place_bytes[f]));
-    return fmt::format("{:.1f} MiB used in place from the mapped checkpoint ({}; scales {:.1f}), {:.1f} MiB "
+    const std::string where =
+        copied_bytes > 0 ? fmt::format("the checkpoint's files copied into memory ({:.1f} MiB, {:.1f} MiB of it in huge "
+                                       "pages)", mib(copied_bytes), mib(huge_page_bytes))
+                         : std::string("the mapped checkpoint");
+    return fmt::format("{:.1f} MiB used in place from {} ({}; scales {:.1f}), {:.1f} MiB "
                        "converted (fp32 vectors, routing tables); checkpoint {:.1f} MiB",
-                       mib(in_place_total()), forms, mib(scale_bytes), mib(converted_bytes), mib(checkpoint_bytes));
+                       mib(in_place_total()), where, forms, mib(scale_bytes), mib(converted_bytes), mib(checkpoint_bytes));
 }
 
 std::vector<weight_entry> expected_weights(const model_config& cfg) {
@@ -346,6 +350,8 @@ result<model_weights> load_weights(const model_config& cfg, const checkpoint& ck
                           fmt::format("quantization_config: FP8 weight block {} is not a multiple of 8", block));
     w.storage = std::make_shared<const checkpoint>(ck);
     w.memory.checkpoint_bytes = ck.total_bytes();
+    w.memory.copied_bytes = ck.copied_bytes();
+    w.memory.huge_page_bytes = ck.huge_page_bytes();
     std::vector<std::string> bad_scales;
     int64_t total = 0, done = 0;
     for (const auto& s : sources) total += s.data ? s.data->nbytes : 0;

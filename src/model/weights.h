@@ -89,6 +89,10 @@ struct weight_memory {
     int64_t in_place_bytes[5] = {};  // matrices used from the mapping, by cpu::weight_form
     int64_t scale_bytes = 0;       // their FP8/FP4 scales, also in place
     int64_t converted_bytes = 0;   // fp32/int32 copies (vectors, tid2eid)
+    // Where "in place" is: the checkpoint files copied into memory (model.weight_pages = huge;
+    // copied_bytes of them, huge_page_bytes backed by 2 MiB pages when loaded) or mapped.
+    int64_t copied_bytes = 0;
+    int64_t huge_page_bytes = 0;
     int64_t in_place_total() const;
     std::string describe() const;
 };

@@ -1,8 +1,9 @@
 // The forward pass on weights kept in their stored form (BF16; FP8 e4m3 block-128 + E8M0 scales
 // with FP4 e2m1 experts) gives bitwise the logits of the same model whose checkpoint holds the
 // fp32 expansion of those weights — decoding is exact, so the fp32 model's HF-golden agreement
-// carries over — and keeps the chunk/batch/thread invariance. The weights stay in the mapped
-// checkpoint: the copies made at load are a small fraction of it.
+// carries over — and keeps the chunk/batch/thread invariance. The weights are the checkpoint's
+// own bytes (copied into huge pages, the default, or mapped: the same logits); the copies made
+// at load beyond those are a small fraction of it.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -97,6 +98,26 @@ TEST_CASE("model: stored BF16 / FP8+FP4 weights give bitwise the logits of their
         const auto want = expanded.run(expanded.new_sequence(), a, 0, true);
         const auto got = stored.run(stored.new_sequence(), a, 0, true);
         CHECK(bitwise_equal(got, want));
+        // The same from the mapped files as from the copy in huge pages (the default).
+        {
+            auto mapped = model::load(stored_dir.str(), model_options{numerics_mode::hf, 2, weight_pages::mapped});
+            REQUIRE(mapped.is_ok());
+            CHECK((*mapped)->memory().copied_bytes == 0);
+            CHECK(stored.m->memory().copied_bytes > 0);
+            auto layout = tandem::cache::layout_spec::create((*mapped)->config(),
+                                                             tandem::cache::layout_options{tandem::cache::kv_dtype::fp32,
+                                                                                           tandem::cache::index_k_dtype::fp32, 128});
+            REQUIRE(layout.is_ok());
+            auto pool = tandem::cache::page_pool::create(*layout, tandem::cache::pool_options{int64_t{64} << 20, 2});
+            REQUIRE(pool.is_ok());
+            auto slot = (*pool)->alloc_sequence(1);
+            (*pool)->reset_sequence_state(slot);
+            REQUIRE((*pool)->ensure_capacity(slot, int64_t(a.size())));
+            std::vector<forward_item> items = {{a, 0, slot, true}};
+            auto out = (*mapped)->forward(**pool, items);
+            REQUIRE(out.is_ok());
+            CHECK(bitwise_equal(out->logits[0], got));
+        }
 
         // Invariance on the stored form: token-by-token decode batched with another sequence's
         // prefill, on one thread, gives the same bits.

@@ -79,4 +79,9 @@ TEST_CASE("model: options from the config keys") {
     REQUIRE_FALSE(bad.is_ok());
     CHECK(bad.error().message().find("model.numerics") != std::string::npos);
     CHECK_FALSE(model_options_from("hf", -1).is_ok());
+    CHECK(ok->pages == weight_pages::huge);  // the default
+    CHECK(model_options_from("hf", 0, "mapped")->pages == weight_pages::mapped);
+    auto bad_pages = model_options_from("hf", 0, "tiny");
+    REQUIRE_FALSE(bad_pages.is_ok());
+    CHECK(bad_pages.error().message().find("model.weight_pages") != std::string::npos);
 }

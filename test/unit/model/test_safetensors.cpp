@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <fstream>
@@ -24,6 +25,18 @@ std::span<const uint8_t> bytes_of(const std::vector<T>& v) {
 }
 
 void truncate_file(const fs::path& p, int64_t keep) { fs::resize_file(p, static_cast<uintmax_t>(keep)); }
+
+// The permissions column of /proc/self/maps for the mapping holding `p` ("r--p", …), or "".
+std::string permissions_at(const void* p) {
+    std::ifstream maps("/proc/self/maps");
+    const auto at = reinterpret_cast<unsigned long>(p);
+    for (std::string line; std::getline(maps, line);) {
+        unsigned long lo = 0, hi = 0;
+        char perms[8] = {};
+        if (std::sscanf(line.c_str(), "%lx-%lx %7s", &lo, &hi, perms) == 3 && lo <= at && at < hi) return perms;
+    }
+    return "";
+}
 
 // Rewrites a checkpoint's model.safetensors with `edit` applied to the tensor list.
 void rewrite(const std::string& dir, const std::function<void(std::vector<tensor_to_write>&)>& edit) {
@@ -104,44 +117,110 @@ TEST_CASE("safetensors: write then read back, single file and sharded") {
 }
 
 TEST_CASE("safetensors: truncated and corrupt files fail with a clear error") {
-    temp_dir dir("st_bad");
-    std::vector<float> a(64, 1.0f);
+    for (const weight_pages mode : {weight_pages::mapped, weight_pages::huge}) {
+        CAPTURE(weight_pages_name(mode));
+        temp_dir dir("st_bad");
+        std::vector<float> a(64, 1.0f);
+        const fs::path p = dir.path / "model.safetensors";
+        REQUIRE(write_safetensors(p.string(), {{"a", dtype::f32, {64}, bytes_of(a)}}).is_ok());
+        const int64_t full = static_cast<int64_t>(fs::file_size(p));
+        truncate_file(p, full - 10);
+        auto r = safetensors_file::open(p.string(), mode);
+        REQUIRE_FALSE(r.is_ok());
+        CHECK(r.error().code() == tandem::error_code::data_loss);
+        CHECK(r.error().message().find("truncated") != std::string::npos);
+        truncate_file(p, 5);
+        CHECK_FALSE(safetensors_file::open(p.string(), mode).is_ok());
+        {
+            std::ofstream f(p, std::ios::binary);
+            uint64_t len = 1ull << 40;  // header length far beyond the file
+            f.write(reinterpret_cast<const char*>(&len), 8);
+            f << "{}";
+        }
+        CHECK_FALSE(safetensors_file::open(p.string(), mode).is_ok());
+        {
+            std::ofstream f(p, std::ios::binary);
+            std::string h = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,8]},"b":{"dtype":"Q9","shape":[1],"data_offsets":[0,1]}} )";
+            uint64_t len = h.size();
+            f.write(reinterpret_cast<const char*>(&len), 8);
+            f << h << std::string(16, '\0');
+        }
+        auto two = safetensors_file::open(p.string(), mode);
+        REQUIRE_FALSE(two.is_ok());
+        CHECK(two.error().message().find("'a'") != std::string::npos);  // both problems in one error
+        CHECK(two.error().message().find("Q9") != std::string::npos);
+        {
+            std::ofstream f(p, std::ios::binary);
+            std::string h = "{not json";
+            uint64_t len = h.size();
+            f.write(reinterpret_cast<const char*>(&len), 8);
+            f << h;
+        }
+        CHECK_FALSE(safetensors_file::open(p.string(), mode).is_ok());
+    }
+}
+
+TEST_CASE("safetensors: a file copied into memory holds the file's bytes, read-only, shared while alive") {
+    temp_dir dir("st_pages");
     const fs::path p = dir.path / "model.safetensors";
-    REQUIRE(write_safetensors(p.string(), {{"a", dtype::f32, {64}, bytes_of(a)}}).is_ok());
-    const int64_t full = static_cast<int64_t>(fs::file_size(p));
-    truncate_file(p, full - 10);
-    auto r = safetensors_file::open(p.string());
-    REQUIRE_FALSE(r.is_ok());
-    CHECK(r.error().code() == tandem::error_code::data_loss);
-    CHECK(r.error().message().find("truncated") != std::string::npos);
-    truncate_file(p, 5);
-    CHECK_FALSE(safetensors_file::open(p.string()).is_ok());
-    {
-        std::ofstream f(p, std::ios::binary);
-        uint64_t len = 1ull << 40;  // header length far beyond the file
-        f.write(reinterpret_cast<const char*>(&len), 8);
-        f << "{}";
-    }
-    CHECK_FALSE(safetensors_file::open(p.string()).is_ok());
-    {
-        std::ofstream f(p, std::ios::binary);
-        std::string h = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,8]},"b":{"dtype":"Q9","shape":[1],"data_offsets":[0,1]}} )";
-        uint64_t len = h.size();
-        f.write(reinterpret_cast<const char*>(&len), 8);
-        f << h << std::string(16, '\0');
-    }
-    auto two = safetensors_file::open(p.string());
-    REQUIRE_FALSE(two.is_ok());
-    CHECK(two.error().message().find("'a'") != std::string::npos);  // both problems in one error
-    CHECK(two.error().message().find("Q9") != std::string::npos);
-    {
-        std::ofstream f(p, std::ios::binary);
-        std::string h = "{not json";
-        uint64_t len = h.size();
-        f.write(reinterpret_cast<const char*>(&len), 8);
-        f << h;
-    }
-    CHECK_FALSE(safetensors_file::open(p.string()).is_ok());
+    std::vector<float> a(100000);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = float(i) * 0.5f - 7.0f;
+    REQUIRE(write_safetensors(p.string(), {{"a", dtype::f32, {100000}, bytes_of(a)}}).is_ok());
+    const int64_t size = static_cast<int64_t>(fs::file_size(p));
+
+    auto mapped = file_bytes::open(p.string(), weight_pages::mapped);
+    auto copy = file_bytes::open(p.string(), weight_pages::huge);
+    REQUIRE(mapped.is_ok());
+    REQUIRE(copy.is_ok());
+    CHECK((*copy)->mode() == weight_pages::huge);
+    REQUIRE((*copy)->size() == size);
+    CHECK(std::memcmp((*copy)->data(), (*mapped)->data(), static_cast<size_t>(size)) == 0);
+    CHECK(reinterpret_cast<uintptr_t>((*copy)->data()) % (2 << 20) == 0);  // huge-page aligned
+    CHECK((*copy)->huge_page_bytes() <= size);
+    CHECK((*mapped)->huge_page_bytes() == 0);
+    CHECK(permissions_at((*copy)->data()) == "r--p");  // a stray write faults, as on the mapping
+    CHECK(permissions_at((*mapped)->data()) == "r--s");
+
+    // A second open while the first copy lives shares it (pd's two engines in one process) ...
+    auto again = file_bytes::open(p.string(), weight_pages::huge);
+    REQUIRE(again.is_ok());
+    CHECK((*again)->data() == (*copy)->data());
+    // ... and a checkpoint opened in huge mode reads its tensors from such a copy.
+    auto ck = checkpoint::open_dir(dir.str(), weight_pages::huge);
+    REQUIRE(ck.is_ok());
+    CHECK(ck->copied_bytes() == size);
+    CHECK(ck->file_bytes_total() == size);
+    CHECK(std::memcmp(ck->find("a")->data, a.data(), a.size() * 4) == 0);
+    auto ck_mapped = checkpoint::open_dir(dir.str(), weight_pages::mapped);
+    REQUIRE(ck_mapped.is_ok());
+    CHECK(ck_mapped->copied_bytes() == 0);
+
+    // A file rewritten to the same size with other bytes is copied anew ...
+    a[3] = 12345.0f;
+    REQUIRE(write_safetensors(p.string(), {{"a", dtype::f32, {100000}, bytes_of(a)}}).is_ok());
+    auto rewritten = file_bytes::open(p.string(), weight_pages::huge);
+    REQUIRE(rewritten.is_ok());
+    CHECK((*rewritten)->data() != (*copy)->data());
+    float v = 0;
+    std::memcpy(&v, (*rewritten)->data() + (size - 100000 * 4) + 3 * 4, 4);
+    CHECK(v == 12345.0f);
+    // ... and so is a changed file (another size).
+    a.push_back(1.0f);
+    REQUIRE(write_safetensors(p.string(), {{"a", dtype::f32, {100001}, bytes_of(a)}}).is_ok());
+    auto changed = file_bytes::open(p.string(), weight_pages::huge);
+    REQUIRE(changed.is_ok());
+    CHECK((*changed)->data() != (*copy)->data());
+    CHECK((*changed)->size() == static_cast<int64_t>(fs::file_size(p)));
+
+    auto missing = file_bytes::open((dir.path / "nope.safetensors").string(), weight_pages::huge);
+    REQUIRE_FALSE(missing.is_ok());
+    CHECK(missing.error().code() == tandem::error_code::not_found);
+    CHECK(missing.error().message().find("nope.safetensors") != std::string::npos);
+
+    auto bad = weight_pages_from("giant");
+    REQUIRE_FALSE(bad.is_ok());
+    CHECK(bad.error().message().find("model.weight_pages") != std::string::npos);
+    CHECK(weight_pages_from("mapped").value() == weight_pages::mapped);
 }
 
 TEST_CASE("weights: missing, unexpected, mis-shaped and wrongly typed tensors are listed in one error") {
