@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -190,9 +192,22 @@ fma_peak_result measure_fma_peak(cpu::thread_pool& pool) {
     return r;
 }
 
+namespace {
+
+float* huge_pages_of(int64_t bytes) {
+    void* p = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) std::abort();
+    (void)::madvise(p, static_cast<size_t>(bytes), MADV_HUGEPAGE);
+    return static_cast<float*>(p);
+}
+
+}  // namespace
+
+void read_bandwidth_probe::huge_free::operator()(float* p) const { ::munmap(p, static_cast<size_t>(bytes)); }
+
 read_bandwidth_probe::read_bandwidth_probe(cpu::thread_pool& pool, int64_t buffer_bytes)
     : threads_(pool.size()), bytes_(buffer_bytes / 4 * 4), avx2_(have_avx2()),
-      buf_(new float[static_cast<size_t>(buffer_bytes / 4)]) {
+      buf_(huge_pages_of(bytes_), huge_free{bytes_}) {
     const int64_t n = bytes_ / 4;
     on_every_thread(threads_, [&](int t) {  // first touch by the thread that will read it
         for (int64_t i = n * t / threads_; i < n * (t + 1) / threads_; ++i) buf_[i] = 1.0f;
