@@ -1,7 +1,7 @@
 // cpu/weight_matrix.h — A linear layer's weight matrix in the form the checkpoint stores it.
 //
 // Owns: the description of a row-major [rows = out, cols = in] matrix whose bytes live elsewhere
-// (normally the memory-mapped checkpoint, never copied): fp32, bf16, f16, FP8 e4m3 with block
+// (normally the checkpoint's bytes in memory, used in place): fp32, bf16, f16, FP8 e4m3 with block
 // scales (ue8m0 bytes or fp32, one per block_rows × block_cols tile: DeepSeek's 128 × 128), or
 // FP4 e2m1 packed two per byte along a row (element 2j in the low nibble) with one ue8m0 scale per
 // 1 × 32 group. Kernels decode these values in registers; a decoded value is the exact product

@@ -75,7 +75,7 @@ public:
     ~model();
 
     const model_config& config() const;
-    // Where the weights live (in place in the mapped checkpoint vs converted copies).
+    // Where the weights live (in place in the checkpoint's bytes vs converted copies).
     const weight_memory& memory() const;
 
     // Runs one batch (see the caller contract above). Errors: a token id outside the vocabulary,
