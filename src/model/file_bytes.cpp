@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -53,10 +54,11 @@ private:
     int fd_;
 };
 
-// The whole file into dst; a short file (truncated while we read) or a read error is an error.
-status read_all(int fd, uint8_t* dst, int64_t size, const std::string& path) {
-    for (int64_t done = 0; done < size;) {
-        const int64_t want = size - done < k_read_chunk ? size - done : k_read_chunk;
+// Bytes [begin, end) of the file into dst + begin; a short file (truncated while we read) or a
+// read error is an error.
+status read_range(int fd, uint8_t* dst, int64_t begin, int64_t end, int64_t size, const std::string& path) {
+    for (int64_t done = begin; done < end;) {
+        const int64_t want = end - done < k_read_chunk ? end - done : k_read_chunk;
         const ssize_t got = ::pread(fd, dst + done, static_cast<size_t>(want), static_cast<off_t>(done));
         if (got < 0 && errno == EINTR) continue;
         if (got < 0)
@@ -68,6 +70,27 @@ status read_all(int fd, uint8_t* dst, int64_t size, const std::string& path) {
                                           "loading?)", path, done, size));
         done += got;
     }
+    return status::ok();
+}
+
+// The whole file into dst, on several threads for large files. Why: most of a load's time is the
+// kernel zeroing each fresh huge page and copying from the page cache into it, both in the
+// faulting thread (flash-slice's 8.6 GiB from the page cache: 45% zeroing, 30% copying, 5.3 s on
+// one thread), so the threads split it; ranges are whole huge pages so no page is shared.
+status read_all(int fd, uint8_t* dst, int64_t size, const std::string& path) {
+    const int64_t per_thread = int64_t{256} << 20;
+    const int64_t threads = std::clamp<int64_t>(size / per_thread, 1, std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 8));
+    if (threads == 1) return read_range(fd, dst, 0, size, size, path);
+    std::vector<status> results(static_cast<size_t>(threads));
+    std::vector<std::thread> readers;
+    for (int64_t t = 0; t < threads; ++t) {
+        const auto bound = [&](int64_t i) { return i == threads ? size : size * i / threads / k_huge_page * k_huge_page; };
+        readers.emplace_back([&, t, begin = bound(t), end = bound(t + 1)] {
+            results[static_cast<size_t>(t)] = read_range(fd, dst, begin, end, size, path);
+        });
+    }
+    for (auto& r : readers) r.join();
+    for (auto& r : results) TANDEM_RETURN_IF_ERROR(r);
     return status::ok();
 }
 
