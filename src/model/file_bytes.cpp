@@ -136,6 +136,20 @@ result<weight_pages> weight_pages_from(const std::string& name) {
 
 const char* weight_pages_name(weight_pages p) { return p == weight_pages::huge ? "huge" : "mapped"; }
 
+weight_pages pages_that_fit(weight_pages wanted, int64_t total, int64_t available) {
+    if (wanted != weight_pages::huge || available <= 0) return wanted;
+    return total <= available / 10 * 9 ? weight_pages::huge : weight_pages::mapped;
+}
+
+int64_t memory_available_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    int64_t kib = 0;
+    while (in >> key >> kib >> unit)
+        if (key == "MemAvailable:") return kib << 10;
+    return 0;
+}
+
 result<std::shared_ptr<const file_bytes>> file_bytes::open(const std::string& path, weight_pages mode) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)

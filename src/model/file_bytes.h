@@ -32,6 +32,15 @@ enum class weight_pages { huge, mapped };
 result<weight_pages> weight_pages_from(const std::string& name);
 const char* weight_pages_name(weight_pages p);
 
+// What a load of `total` checkpoint bytes gets when `wanted` is asked for: huge only while the
+// copies fit in 90% of `available` bytes of memory (0: unknown, taken as fitting). Why: the copy
+// is committed as it is read, and one larger than the memory left would end in the OOM killer
+// mid-load instead of an error; the mapping serves it (slower) from the page cache instead.
+weight_pages pages_that_fit(weight_pages wanted, int64_t total, int64_t available);
+
+// MemAvailable from /proc/meminfo in bytes, 0 when it cannot be read.
+int64_t memory_available_bytes();
+
 class file_bytes {
 public:
     static result<std::shared_ptr<const file_bytes>> open(const std::string& path, weight_pages mode);

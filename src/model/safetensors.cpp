@@ -1,6 +1,8 @@
 // model/safetensors.cpp — safetensors reading (file bytes + validated header) and writing.
 #include "model/safetensors.h"
 
+#include "core/log.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -247,6 +249,19 @@ result<checkpoint> checkpoint::open_dir(const std::string& dir, weight_pages pag
     }
     if (files.empty())
         return make_error(error_code::not_found, fmt::format("{}: no .safetensors files", dir));
+    if (pages == weight_pages::huge) {
+        int64_t total = 0;
+        for (const auto& name : files) {
+            const auto size = fs::file_size(fs::path(dir) / name, ec);
+            if (!ec) total += static_cast<int64_t>(size);
+        }
+        const int64_t available = memory_available_bytes();
+        pages = pages_that_fit(pages, total, available);
+        if (pages == weight_pages::mapped)
+            TANDEM_LOG_WARN("{}: the checkpoint's {:.1f} GiB exceed 90% of the {:.1f} GiB of memory available: its files "
+                            "are mapped instead of read into huge pages (model.weight_pages); decode streams slower",
+                            dir, double(total) / (1 << 30), double(available) / (1 << 30));
+    }
     checkpoint ck;
     std::vector<std::string> problems;
     for (const auto& name : files) {

@@ -217,6 +217,14 @@ TEST_CASE("safetensors: a file copied into memory holds the file's bytes, read-o
     CHECK(missing.error().code() == tandem::error_code::not_found);
     CHECK(missing.error().message().find("nope.safetensors") != std::string::npos);
 
+    // A copy that would not fit in 90% of the memory available is mapped instead.
+    const int64_t gib = int64_t{1} << 30;
+    CHECK(pages_that_fit(weight_pages::huge, 8 * gib, 10 * gib) == weight_pages::huge);
+    CHECK(pages_that_fit(weight_pages::huge, 9 * gib + 1, 10 * gib) == weight_pages::mapped);
+    CHECK(pages_that_fit(weight_pages::huge, 100 * gib, 0) == weight_pages::huge);  // unknown: as asked
+    CHECK(pages_that_fit(weight_pages::mapped, 1, 10 * gib) == weight_pages::mapped);
+    CHECK(memory_available_bytes() > 0);  // Linux: /proc/meminfo
+
     auto bad = weight_pages_from("giant");
     REQUIRE_FALSE(bad.is_ok());
     CHECK(bad.error().message().find("model.weight_pages") != std::string::npos);
