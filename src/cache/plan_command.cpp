@@ -1,10 +1,11 @@
 // cache/plan_command.cpp — `tandem plan`: the cache layout and capacity for a config.
 #include "cache/plan_command.h"
+
 #include "cache/host_tier.h"
 #include "cache/snapshot.h"
+#include "model/file_bytes.h"
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -128,15 +129,8 @@ result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fracti
         return make_error(error_code::invalid_argument,
                           "cache.memory_fraction: must be in (0, 1] when cache.memory_bytes = 0");
     }
-    std::ifstream in("/proc/meminfo");
-    std::string key;
-    int64_t kib = 0;
-    std::string unit;
-    while (in >> key >> kib >> unit) {
-        if (key == "MemAvailable:") {
-            return static_cast<int64_t>(static_cast<double>(kib) * 1024.0 * memory_fraction);
-        }
-    }
+    if (const int64_t available = model::memory_available_bytes(); available > 0)
+        return static_cast<int64_t>(static_cast<double>(available) * memory_fraction);
     return make_error(error_code::unavailable,
                       "cache.memory_bytes is 0 and MemAvailable is not in /proc/meminfo: "
                       "set cache.memory_bytes");
