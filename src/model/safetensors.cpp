@@ -293,23 +293,29 @@ const tensor_view* checkpoint::find(const std::string& name) const {
     return it == index_.end() ? nullptr : it->second;
 }
 
-int64_t checkpoint::file_bytes_total() const {
+namespace {
+
+// Σ of(file's bytes) over the files that hold their bytes in memory.
+template <class Of>
+int64_t sum_over(const std::vector<std::shared_ptr<safetensors_file>>& files, Of of) {
     int64_t n = 0;
-    for (const auto& f : files_) n += f->bytes() ? f->bytes()->size() : 0;
+    for (const auto& f : files)
+        if (f->bytes()) n += of(*f->bytes());
     return n;
+}
+
+}  // namespace
+
+int64_t checkpoint::file_bytes_total() const {
+    return sum_over(files_, [](const file_bytes& b) { return b.size(); });
 }
 
 int64_t checkpoint::copied_bytes() const {
-    int64_t n = 0;
-    for (const auto& f : files_)
-        if (f->bytes() && f->bytes()->mode() == weight_pages::huge) n += f->bytes()->size();
-    return n;
+    return sum_over(files_, [](const file_bytes& b) { return b.mode() == weight_pages::huge ? b.size() : 0; });
 }
 
 int64_t checkpoint::huge_page_bytes() const {
-    int64_t n = 0;
-    for (const auto& f : files_) n += f->bytes() ? f->bytes()->huge_page_bytes() : 0;
-    return n;
+    return sum_over(files_, [](const file_bytes& b) { return b.huge_page_bytes(); });
 }
 
 int64_t checkpoint::total_bytes() const {
