@@ -143,6 +143,9 @@ void run_gate_up(model_impl& m, moe_scratch& sc, const moe_weights& mw, const st
     sc.sg.resize(static_cast<size_t>(T * I));
     sc.su.resize(static_cast<size_t>(T * I));
     sc.jobs.clear();
+    // The shared expert first (see run_down).
+    sc.jobs.push_back(job_for(m, mw.shared.w1, x.data(), x_q, T, sc.sg.data()));
+    sc.jobs.push_back(job_for(m, mw.shared.w3, x.data(), x_q, T, sc.su.data()));
     for (int64_t e = 0; e < E; ++e) {
         const int64_t p0 = sc.first[static_cast<size_t>(e)], n = sc.first[static_cast<size_t>(e + 1)] - p0;
         if (n == 0) continue;
@@ -151,8 +154,6 @@ void run_gate_up(model_impl& m, moe_scratch& sc, const moe_weights& mw, const st
         sc.jobs.push_back(job_for(m, ew.w1, &sc.xe[p0 * d], xq, n, &sc.g[p0 * I]));
         sc.jobs.push_back(job_for(m, ew.w3, &sc.xe[p0 * d], xq, n, &sc.u[p0 * I]));
     }
-    sc.jobs.push_back(job_for(m, mw.shared.w1, x.data(), x_q, T, sc.sg.data()));
-    sc.jobs.push_back(job_for(m, mw.shared.w3, x.data(), x_q, T, sc.su.data()));
     cpu::linear_group(*m.pool, sc.jobs);
 
     const float limit = static_cast<float>(m.cfg.swiglu_limit);
@@ -184,13 +185,17 @@ void run_down(model_impl& m, moe_scratch& sc, const moe_weights& mw, int64_t T) 
     sc.y.resize(static_cast<size_t>(S * d));
     sc.shared.resize(static_cast<size_t>(T * d));
     sc.jobs.clear();
+    // The shared expert first: it has every row of the step, so its units are the pass's
+    // compute-heavy ones, and the routed experts' few-row units are memory-bound. Last, they made
+    // the pass's final pieces — one thread computing while the other, done streaming, waited;
+    // first, one thread computes them while the other streams, then both stream.
+    sc.jobs.push_back(job_for(m, mw.shared.w2, sc.sact.data(), sact_q, T, sc.shared.data()));
     for (int64_t e = 0; e < E; ++e) {
         const int64_t p0 = sc.first[static_cast<size_t>(e)], n = sc.first[static_cast<size_t>(e + 1)] - p0;
         if (n == 0) continue;
         sc.jobs.push_back(job_for(m, mw.experts[static_cast<size_t>(e)].w2, &sc.act[p0 * I],
                                   official ? act_q + p0 * I : nullptr, n, &sc.y[p0 * d]));
     }
-    sc.jobs.push_back(job_for(m, mw.shared.w2, sc.sact.data(), sact_q, T, sc.shared.data()));
     cpu::linear_group(*m.pool, sc.jobs);
 }
 
