@@ -108,10 +108,10 @@ class Server:
     @staticmethod
     def weight_copy_sizes():
         """Mapping sizes of the checkpoint files' copies in memory (model.weight_pages = "huge",
-        src/model/file_bytes.cpp): each file's size rounded up to 2 MiB, plus 2 MiB of alignment.
-        Kernels with CONFIG_ANON_VMA_NAME also name them "[anon:tandem weights <file>]"."""
+        src/model/file_bytes.cpp): each file's size rounded up to whole 2 MiB pages. Kernels with
+        CONFIG_ANON_VMA_NAME also name them "[anon:tandem weights <file>]"."""
         mib2 = 2 << 20
-        return {(f.stat().st_size + mib2 - 1) // mib2 * mib2 + mib2
+        return {(f.stat().st_size + mib2 - 1) // mib2 * mib2
                 for f in (ROOT / "models/tiny").glob("*.safetensors")}
 
     def memory_mib(self):

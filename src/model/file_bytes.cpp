@@ -200,20 +200,25 @@ result<std::shared_ptr<const file_bytes>> file_bytes::open(const std::string& pa
                           fmt::format("{}: cannot allocate {:.2f} GiB for its weights in memory ({}); "
                                       "model.weight_pages = \"mapped\" maps the file instead",
                                       path, double(size) / (1 << 30), std::strerror(errno)));
-    std::shared_ptr<file_bytes> f(new file_bytes());
-    f->region_ = region;
-    f->region_bytes_ = region_bytes;
-    f->size_ = size;
-    f->mode_ = mode;
+    // Keep only the aligned `rounded` bytes: the copy is then one mapping of exactly that size
+    // (what /proc/<pid>/smaps shows and tools/soak.py counts as weights), not three pieces.
     auto* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(region) + k_huge_page - 1) &
                                                ~static_cast<uintptr_t>(k_huge_page - 1));
+    const int64_t head = aligned - static_cast<uint8_t*>(region), tail = region_bytes - head - rounded;
+    if (head > 0) ::munmap(region, static_cast<size_t>(head));
+    if (tail > 0) ::munmap(aligned + rounded, static_cast<size_t>(tail));
+    std::shared_ptr<file_bytes> f(new file_bytes());
+    f->region_ = aligned;
+    f->region_bytes_ = rounded;
+    f->size_ = size;
+    f->mode_ = mode;
     f->data_ = aligned;
     // Advice only: without THP (or with it off) the copy still works, in 4 KiB pages.
     (void)::madvise(aligned, static_cast<size_t>(rounded), MADV_HUGEPAGE);
     TANDEM_RETURN_IF_ERROR(read_all(fd, aligned, size, path));
-    name_region(region, region_bytes, path);
+    name_region(aligned, rounded, path);
     // Read-only from here, like the mapping: a stray write faults instead of corrupting a weight.
-    if (::mprotect(region, static_cast<size_t>(region_bytes), PROT_READ) != 0)
+    if (::mprotect(aligned, static_cast<size_t>(rounded), PROT_READ) != 0)
         return make_error(error_code::internal,
                           fmt::format("{}: mprotect of the weight copy failed: {}", path, std::strerror(errno)));
     std::shared_ptr<const file_bytes> shared = std::move(f);
@@ -240,7 +245,7 @@ int64_t file_bytes::huge_page_bytes() const {
         long long v = 0;
         if (inside && std::sscanf(line.c_str(), "AnonHugePages: %lld kB", &v) == 1) kib += v;
     }
-    return std::min<int64_t>(kib << 10, size_);  // the region's rounding is not the file's
+    return std::min<int64_t>(kib << 10, size_);  // the rounding to whole pages is not the file's
 }
 
 }  // namespace tandem::model
