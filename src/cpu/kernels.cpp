@@ -77,6 +77,7 @@ constexpr int64_t k_row_tile = 60;  // a multiple of the AVX2 kernel's 6-row gro
 constexpr int64_t k_block_quantum = 48;
 
 int64_t tiles_of(int64_t rows) { return (rows + k_row_tile - 1) / k_row_tile; }
+int64_t blocks_of(const weight_matrix& w, int64_t block) { return (w.rows + block - 1) / block; }
 
 // Tile t's first row: the rows spread evenly over the tiles, each boundary on a multiple of 6
 // (the AVX2 kernel's row group, two of the scratch GEMM's 3-row blocks). Why: every tile decodes
@@ -90,12 +91,11 @@ int64_t tile_start(int64_t rows, int64_t tiles, int64_t t) {
 int64_t units_of(const linear_job& j) {
     if (j.rows <= 0 || j.w.rows <= 0) return 0;
     const int64_t block = detail::output_block(j.w);
-    return ((j.w.rows + block - 1) / block) * tiles_of(j.rows);
+    return blocks_of(j.w, block) * tiles_of(j.rows);
 }
 
 void run_unit(const detail::kernel_table& k, const linear_job& j, int64_t u) {
-    const int64_t block = detail::output_block(j.w), tiles = tiles_of(j.rows);
-    const int64_t blocks = (j.w.rows + block - 1) / block;
+    const int64_t block = detail::output_block(j.w), tiles = tiles_of(j.rows), blocks = blocks_of(j.w, block);
     const int64_t t = u / blocks, b = u % blocks;
     const int64_t o0 = b * block, o1 = std::min(j.w.rows, o0 + block);
     const int64_t r0 = tile_start(j.rows, tiles, t), r1 = tile_start(j.rows, tiles, t + 1);

@@ -15,7 +15,6 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -81,10 +80,10 @@ status read_all(int fd, uint8_t* dst, int64_t size, const std::string& path) {
     const int64_t per_thread = int64_t{256} << 20;
     const int64_t threads = std::clamp<int64_t>(size / per_thread, 1, std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 8));
     if (threads == 1) return read_range(fd, dst, 0, size, size, path);
+    const auto bound = [&](int64_t i) { return i == threads ? size : size * i / threads / k_huge_page * k_huge_page; };
     std::vector<status> results(static_cast<size_t>(threads));
     std::vector<std::thread> readers;
     for (int64_t t = 0; t < threads; ++t) {
-        const auto bound = [&](int64_t i) { return i == threads ? size : size * i / threads / k_huge_page * k_huge_page; };
         readers.emplace_back([&, t, begin = bound(t), end = bound(t + 1)] {
             results[static_cast<size_t>(t)] = read_range(fd, dst, begin, end, size, path);
         });

@@ -174,8 +174,8 @@ result<std::unique_ptr<model>> model::load(const std::string& dir, const model_o
     const auto t_read = std::chrono::steady_clock::now();
     auto ck = checkpoint::open_dir(dir, opt.pages);
     if (!ck) return ck.error();
-    if (opt.pages == weight_pages::huge)
-        TANDEM_LOG_INFO("read {} into memory ({:.1f} MiB) in {:.2f} s", dir, double(ck->file_bytes_total()) / (1 << 20),
+    if (ck->copied_bytes() > 0)  // not when open_dir fell back to the mapping (too little memory)
+        TANDEM_LOG_INFO("read {} into memory ({:.1f} MiB) in {:.2f} s", dir, double(ck->copied_bytes()) / (1 << 20),
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_read).count());
     // Progress for large checkpoints: one line per tenth of the bytes converted.
     const auto t0 = std::chrono::steady_clock::now();
