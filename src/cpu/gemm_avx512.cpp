@@ -116,28 +116,11 @@ TANDEM_AVX512_INLINE void load_x(__m512 (&xv)[R], const float* x, int64_t xs, in
     for (int r = 0; r < R; ++r) xv[r] = x_both_halves(x + r * xs + k);
 }
 
-// Two rows' eight outputs from their accumulators in the hsum order, sixteen at once: S = lanes
-// l + l+4 of each output (one 128-bit block per output), then in each block p0 + p2 and p1 + p3,
-// then their sum — the same additions hsum makes, on the same operands.
-// Lanes l + l+4 of pairs q and q + 1 of a row: one 128-bit block per output (outputs 2q .. 2q + 3).
-TANDEM_AVX512_INLINE __m512 sum_l_l4(__m512 a, __m512 b) {
-    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
-}
-// In each block p0 + p2 and p1 + p3, outputs 0-3 from lo4 and 4-7 from hi4 side by side.
-TANDEM_AVX512_INLINE __m512 sum_p_p2(__m512 lo4, __m512 hi4) {
-    const __m512d a = _mm512_castps_pd(lo4), b = _mm512_castps_pd(hi4);
-    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-}
-// v, u: rows r's and r + 1's four accumulators of a half group (four pairs, eight outputs).
-// Result: [row r outputs 0..7 | row r + 1 outputs 0..7].
+// v, u: rows r's and r + 1's four accumulators of a half group (four pairs, eight outputs), summed
+// in the hsum order (pair512::lane_sums16). Result: [row r outputs 0..7 | row r + 1 outputs 0..7].
 TANDEM_AVX512_INLINE __m512 reduce_two_rows(const __m512* v, const __m512* u) {
-    const auto& s4 = sum_l_l4;
-    const auto& s2 = sum_p_p2;
-    const __m512 r = s2(s4(v[0], v[1]), s4(v[2], v[3])), r1 = s2(s4(u[0], u[1]), s4(u[2], u[3]));
-    const __m512 sum = _mm512_add_ps(_mm512_shuffle_ps(r, r1, 0x88), _mm512_shuffle_ps(r, r1, 0xDD));
-    // Block i of sum: (row r, output i), (row r, output 4 + i), (row r + 1, i), (row r + 1, 4 + i).
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm512_permutexvar_ps(order, sum);
+    return _mm512_permutexvar_ps(order, lane_sums16(v, u));
 }
 
 // Where a row pair's 16 results of half h of the group go, relative to row r's outputs (a short

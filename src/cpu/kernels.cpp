@@ -42,6 +42,11 @@ void dots(const float* q, const float* const* keys, int64_t count, int64_t n, fl
     detail::active_kernels().dots(q, keys, count, n, out);
 }
 
+void dots_heads(const float* q, int64_t q_stride, int64_t heads, const float* const* keys, int64_t count, int64_t n,
+                float* out, int64_t out_stride) {
+    detail::active_kernels().dots_heads(q, q_stride, heads, keys, count, n, out, out_stride);
+}
+
 void axpy(float a, const float* x, float* y, int64_t n) { detail::active_kernels().axpy(a, x, y, n); }
 
 float exp_shifted(float* v, int64_t n, float shift) { return detail::active_kernels().exp_shifted(v, n, shift); }

@@ -26,6 +26,12 @@ float dot(const float* a, const float* b, int64_t n);
 // out[j] = dot(q, keys[j], n) for j < count (attention scores: one query against its keys).
 void dots(const float* q, const float* const* keys, int64_t count, int64_t n, float* out);
 
+// out[h·out_stride + j] = dot(q + h·q_stride, keys[j], n) for h < heads, j < count: every head of
+// a row against the keys they share, each score bitwise what dots() gives that head alone (the
+// AVX-512 kernels score two heads per register).
+void dots_heads(const float* q, int64_t q_stride, int64_t heads, const float* const* keys, int64_t count, int64_t n,
+                float* out, int64_t out_stride);
+
 // y[i] += a · x[i], the product and the sum each rounded (never an fma), so every ISA and the
 // plain C++ loop it replaces give the same bits.
 void axpy(float a, const float* x, float* y, int64_t n);

@@ -234,6 +234,12 @@ TANDEM_AVX2 void dots_avx2(const float* q, const float* const* keys, int64_t cou
     for (; j < count; ++j) out[j] = dot_avx2(q, keys[j], n);
 }
 
+// Head by head: the AVX-512 table pairs heads in one register (dots_avx512.cpp); a ymm holds one.
+TANDEM_AVX2 void dots_heads_avx2(const float* q, int64_t q_stride, int64_t heads, const float* const* keys,
+                                 int64_t count, int64_t n, float* out, int64_t out_stride) {
+    for (int64_t h = 0; h < heads; ++h) dots_avx2(q + h * q_stride, keys, count, n, out + h * out_stride);
+}
+
 TANDEM_AVX2 void axpy_avx2(float a, const float* x, float* y, int64_t n) {
     const __m256 av = _mm256_set1_ps(a);
     int64_t i = 0;
@@ -365,8 +371,9 @@ TANDEM_AVX2 void scale_rows_avx2(const float* x, const float* w, float r, int64_
 }  // namespace
 
 const kernel_table* avx2_kernels() {
-    static const kernel_table t{"avx2+fma", tile_avx2, dot_avx2, dots_avx2, axpy_avx2, axpys_avx2, exp_shifted_avx2,
-                                swiglu_avx2, scale_rows_avx2};
+    static const kernel_table t{"avx2+fma",       tile_avx2,  dot_avx2,         dots_avx2,
+                                dots_heads_avx2,  axpy_avx2,  axpys_avx2,       exp_shifted_avx2,
+                                swiglu_avx2,      scale_rows_avx2};
     return &t;
 }
 

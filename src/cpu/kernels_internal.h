@@ -25,6 +25,10 @@ struct kernel_table {
     float (*dot)(const float* a, const float* b, int64_t n);
     // out[j] = dot(q, keys[j], n) for j < count, each in the dot order above.
     void (*dots)(const float* q, const float* const* keys, int64_t count, int64_t n, float* out);
+    // out[h·out_stride + j] = dot(q + h·q_stride, keys[j], n) for h < heads, j < count: dots for
+    // several queries (heads) against the same keys, each score in the dot order above.
+    void (*dots_heads)(const float* q, int64_t q_stride, int64_t heads, const float* const* keys, int64_t count,
+                       int64_t n, float* out, int64_t out_stride);
     // y[i] = y[i] + a·x[i]: a rounded product, then a rounded sum (no fma), per element.
     void (*axpy)(float a, const float* x, float* y, int64_t n);
     // axpy(a[j], x[j], y, n) for j = 0, 1, …, count − 1 in that order: the same bits.
@@ -61,6 +65,11 @@ fp8_decode_route fp8_route_for_this_cpu();
 // table calls it (x86-64 builds only).
 void few_rows_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1,
                      float* y, int64_t ys, fp8_decode_route route);
+
+// The dots_heads contract above with AVX-512F, two heads per register (dots_avx512.cpp). Only the
+// AVX-512 table calls it (x86-64 builds only).
+void dots_heads_avx512(const float* q, int64_t q_stride, int64_t heads, const float* const* keys, int64_t count,
+                       int64_t n, float* out, int64_t out_stride);
 
 // The axpys, exp_shifted, swiglu and scale_rows contracts above with AVX-512F, sixteen elements
 // per register (axpys_avx512.cpp, elementwise_avx512.cpp). Only the AVX-512 table calls them

@@ -25,6 +25,11 @@ void dots_reference(const float* q, const float* const* keys, int64_t count, int
     for (int64_t j = 0; j < count; ++j) out[j] = dot_reference(q, keys[j], n);
 }
 
+void dots_heads_reference(const float* q, int64_t q_stride, int64_t heads, const float* const* keys, int64_t count,
+                          int64_t n, float* out, int64_t out_stride) {
+    for (int64_t h = 0; h < heads; ++h) dots_reference(q + h * q_stride, keys, count, n, out + h * out_stride);
+}
+
 void axpy_reference(float a, const float* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const volatile float p = a * x[i];  // volatile: never contracted into an fma
@@ -70,9 +75,9 @@ void tile_reference(const float* x, int64_t x_stride, int64_t rows, const weight
 }  // namespace
 
 const kernel_table& scalar_kernels() {
-    static const kernel_table t{"scalar", tile_reference, dot_reference, dots_reference, axpy_reference, axpys_reference,
-                                exp_shifted_reference, swiglu_reference,
-                                scale_rows_reference};
+    static const kernel_table t{"scalar",       tile_reference,        dot_reference,    dots_reference,
+                                dots_heads_reference, axpy_reference, axpys_reference, exp_shifted_reference,
+                                swiglu_reference,     scale_rows_reference};
     return t;
 }
 

@@ -194,4 +194,24 @@ TANDEM_AVX512_INLINE __m256 high_half(__m512 v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
+// Lanes l + l+4 of a and b: one 128-bit block per 8-lane sum (sums 2q .. 2q + 3 of a, b = q, q + 1).
+TANDEM_AVX512_INLINE __m512 sum_l_l4(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+// In each block p0 + p2 and p1 + p3, sums 0-3 from lo4 and 4-7 from hi4 side by side.
+TANDEM_AVX512_INLINE __m512 sum_p_p2(__m512 lo4, __m512 hi4) {
+    const __m512d a = _mm512_castps_pd(lo4), b = _mm512_castps_pd(hi4);
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+}
+// Sixteen 8-lane sums at once, each in the hsum order — (l, l+4), (l, l+2), (0, 1): the same
+// additions on the same operands, so the same bits as hsum of each half. v[0..3], u[0..3]: eight
+// accumulators of two 8-lane halves each; half c of v[q] is sum 2q + c of "v", likewise for u.
+// Block i of the result (i < 4): (v, i), (v, 4 + i), (u, i), (u, 4 + i) — callers permute it into
+// the order they store (the scratch GEMM's two rows, the two-head dots' keys).
+TANDEM_AVX512_INLINE __m512 lane_sums16(const __m512* v, const __m512* u) {
+    const __m512 r = sum_p_p2(sum_l_l4(v[0], v[1]), sum_l_l4(v[2], v[3]));
+    const __m512 r1 = sum_p_p2(sum_l_l4(u[0], u[1]), sum_l_l4(u[2], u[3]));
+    return _mm512_add_ps(_mm512_shuffle_ps(r, r1, 0x88), _mm512_shuffle_ps(r, r1, 0xDD));
+}
+
 }  // namespace tandem::cpu::detail::pair512

@@ -219,14 +219,16 @@ void tile_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& 
 }  // namespace
 
 // The AVX2 table with the AVX-512 tiles (this file's, few_rows_avx512.cpp's and gemm_avx512.cpp's)
-// and per-element kernels (axpys_avx512.cpp, elementwise_avx512.cpp); dot and dots stay AVX2
-// (their 8-lane order fills a zmm only with two keys side by side, a cross-lane insert per key),
-// and so does the single axpy (a short tail of a few elements).
+// per-element kernels (axpys_avx512.cpp, elementwise_avx512.cpp) and two-head scores
+// (dots_avx512.cpp); dot and dots stay AVX2 (one query's 8-lane order fills a zmm only with two
+// keys side by side, a cross-lane insert per key), and so does the single axpy (a short tail of a
+// few elements).
 const kernel_table* avx512_kernels() {
     static const kernel_table t = [] {
         kernel_table k = *avx2_kernels();
         k.name = "avx512f+fma";
         k.tile = tile_avx512;
+        k.dots_heads = dots_heads_avx512;
         k.axpys = axpys_avx512;
         k.exp_shifted = exp_shifted_avx512;
         k.swiglu = swiglu_avx512;

@@ -306,20 +306,25 @@ private:
                 }
                 const seq_view& v = views_[static_cast<size_t>(seq_of_[static_cast<size_t>(r)])];
                 // score[wv] = Σ_h (max(q_h · k_wv, 0) · idx_scale) · (w_h · head_scale), h ascending.
-                // A head's dots against every visible row go through cpu::dots (four independent
-                // chains, each dot in cpu::dot's order) rather than one latency-bound dot per
-                // (row, head); each score still adds its heads' terms in ascending h from 0.
+                // Two heads' dots against every visible row at a time go through cpu::dots_heads
+                // (independent chains, each dot in cpu::dot's order; the AVX-512 kernels score
+                // both heads in one register) rather than one latency-bound dot per (row, head);
+                // each score still adds its heads' terms in ascending h from 0.
                 thread_local std::vector<float> score, dp;
                 thread_local std::vector<const float*> rows;
                 score.assign(static_cast<size_t>(visible), 0.0f);
-                dp.resize(static_cast<size_t>(visible));
+                dp.resize(static_cast<size_t>(2 * visible));
                 rows.resize(static_cast<size_t>(visible));
                 for (int64_t wv = 0; wv < visible; ++wv) rows[static_cast<size_t>(wv)] = &v.idx[wv * Di_];
-                for (int64_t h = 0; h < Hi_; ++h) {
-                    cpu::dots(&qi_[(r * Hi_ + h) * Di_], rows.data(), visible, Di_, dp.data());
-                    const float head_weight = iw_[r * Hi_ + h] * head_scale;
-                    for (int64_t wv = 0; wv < visible; ++wv)
-                        score[static_cast<size_t>(wv)] += (std::max(dp[static_cast<size_t>(wv)], 0.0f) * idx_scale) * head_weight;
+                for (int64_t h0 = 0; h0 < Hi_; h0 += 2) {
+                    const int64_t heads = std::min<int64_t>(2, Hi_ - h0);
+                    cpu::dots_heads(&qi_[(r * Hi_ + h0) * Di_], Di_, heads, rows.data(), visible, Di_, dp.data(), visible);
+                    for (int64_t h = h0; h < h0 + heads; ++h) {
+                        const float head_weight = iw_[r * Hi_ + h] * head_scale;
+                        const float* d = &dp[static_cast<size_t>((h - h0) * visible)];
+                        for (int64_t wv = 0; wv < visible; ++wv)
+                            score[static_cast<size_t>(wv)] += (std::max(d[wv], 0.0f) * idx_scale) * head_weight;
+                    }
                 }
                 top_k_ascending(score, c_.index_topk, sel);
             }
@@ -369,7 +374,7 @@ private:
             cs.resize(rope_.inv_freq.size());
             sn.resize(rope_.inv_freq.size());
             int64_t keys_of = -1;  // the row `keys`, cs and sn hold: a piece's heads of one row share them
-            for (int64_t i = i0; i < i1; ++i) {
+            for (int64_t i = i0; i < i1;) {
                 const int64_t r = i / H_, h = i % H_, t = b_.pos[r];
                 if (r != keys_of) {
                     const size_t si = static_cast<size_t>(seq_of_[static_cast<size_t>(r)]);
@@ -385,21 +390,26 @@ private:
                     rope_.angles(t, true, cs.data(), sn.data());
                     keys_of = r;
                 }
-                const float* qh = &q_[i * D_];
-                const float sink = aw_.sink.ptr()[h];
-                logit.resize(keys.size());
-                cpu::dots(qh, keys.data(), static_cast<int64_t>(keys.size()), D_, logit.data());
-                float mx = sink;
-                for (size_t j = 0; j < keys.size(); ++j) mx = std::max(mx, logit[j] = logit[j] * scale);
-                // exp_f32 (core/exp_f32.h), eight lanes at a time, not std::exp per key: the GPU's
-                // kernels (cuda/host/kernel_math.h) run the same fma sequence, so their softmax is
-                // bitwise this one.
-                float denom = cpu::exp_shifted(logit.data(), static_cast<int64_t>(keys.size()), mx);
-                denom += exp_f32(sink - mx);
-                float* oh = &o_[i * D_];
-                for (size_t j = 0; j < keys.size(); ++j) logit[j] = logit[j] / denom;
-                cpu::axpys(logit.data(), keys.data(), static_cast<int64_t>(keys.size()), oh, D_);
-                rope_.rotate(oh + N_, cs.data(), sn.data());  // K = V carried RoPE at the key position: undo at the query's
+                // This head and, when the piece holds it, the row's next one: their scores in one
+                // dots_heads call (two heads per register on AVX-512; the same bits either way).
+                const int64_t heads = h + 1 < H_ && i + 1 < i1 ? 2 : 1, n = static_cast<int64_t>(keys.size());
+                logit.resize(static_cast<size_t>(heads * n));
+                cpu::dots_heads(&q_[i * D_], D_, heads, keys.data(), n, D_, logit.data(), n);
+                for (int64_t e = 0; e < heads; ++e, ++i) {
+                    float* lg = &logit[static_cast<size_t>(e * n)];
+                    const float sink = aw_.sink.ptr()[h + e];
+                    float mx = sink;
+                    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, lg[j] = lg[j] * scale);
+                    // exp_f32 (core/exp_f32.h), eight lanes at a time, not std::exp per key: the
+                    // GPU's kernels (cuda/host/kernel_math.h) run the same fma sequence, so their
+                    // softmax is bitwise this one.
+                    float denom = cpu::exp_shifted(lg, n, mx);
+                    denom += exp_f32(sink - mx);
+                    float* oh = &o_[i * D_];
+                    for (int64_t j = 0; j < n; ++j) lg[j] = lg[j] / denom;
+                    cpu::axpys(lg, keys.data(), n, oh, D_);
+                    rope_.rotate(oh + N_, cs.data(), sn.data());  // K = V carried RoPE at the key position: undo at the query's
+                }
             }
         });
     }

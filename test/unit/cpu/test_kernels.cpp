@@ -128,6 +128,46 @@ TEST_CASE("cpu: attention's dots and axpy give the reference bits on every instr
     }
 }
 
+TEST_CASE("cpu: dots_heads gives every head the bits of its own dots, on every instruction set") {
+    // The AVX-512 form scores two heads per register and sums eight keys' lanes at once when there
+    // is no scalar tail; every head must still get the reference dot of its query and each key.
+    const auto& scalar = tandem::cpu::detail::scalar_kernels();
+    auto tables = vector_tables();
+    tables.push_back(&scalar);
+    std::mt19937 rng(13);
+    std::normal_distribution<float> nd;
+    std::uniform_real_distribution<float> octaves(-8.0f, 8.0f);  // mixed magnitudes: any reordered sum shows
+    const auto value = [&] { return std::ldexp(nd(rng), static_cast<int>(octaves(rng))); };
+    constexpr int64_t guard = 3;  // out_stride − count: scores written there are a bug
+    for (int64_t n : {1, 7, 8, 37, 64, 128, 512}) {
+        for (int64_t count : {0, 1, 3, 7, 8, 9, 16, 17, 70}) {
+            for (int64_t heads : {1, 2, 3, 5}) {
+                CAPTURE(n);
+                CAPTURE(count);
+                CAPTURE(heads);
+                const int64_t q_stride = n + 5, out_stride = count + guard;
+                std::vector<float> q(static_cast<size_t>(heads * q_stride)), k(static_cast<size_t>(n * count));
+                for (auto& v : q) v = value();
+                for (auto& v : k) v = value();
+                std::vector<const float*> keys;
+                for (int64_t j = 0; j < count; ++j) keys.push_back(&k[j * n]);
+                std::vector<float> want(static_cast<size_t>(heads * out_stride), -7.0f);
+                for (int64_t h = 0; h < heads; ++h)
+                    for (int64_t j = 0; j < count; ++j) want[h * out_stride + j] = scalar.dot(&q[h * q_stride], keys[j], n);
+                std::vector<float> got(want.size(), -7.0f);
+                dots_heads(q.data(), q_stride, heads, keys.data(), count, n, got.data(), out_stride);
+                CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                for (const auto* table : tables) {
+                    CAPTURE(table->name);
+                    std::fill(got.begin(), got.end(), -7.0f);
+                    table->dots_heads(q.data(), q_stride, heads, keys.data(), count, n, got.data(), out_stride);
+                    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cpu: axpys gives the bits of one axpy per x in order, on every instruction set") {
     const auto& scalar = tandem::cpu::detail::scalar_kernels();
     const auto tables = vector_tables();
