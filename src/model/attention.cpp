@@ -95,6 +95,25 @@ struct seq_view {
     int64_t n_rows = 0;
 };
 
+// v[j] = v[j] · scale for j < n; returns the largest of `init` and every v[j] as the loop
+// `m = std::max(m, v[j])` from m = init would (a NaN never wins a comparison, so it never enters).
+// Eight maxima side by side, not one: the single chain waited a maxss latency per key and was 75% of
+// attend()'s own samples in a 512-token prefill of `small`. The value cannot differ from the
+// sequential one; only the sign of a zero maximum can, and the softmax uses the maximum only in
+// x − max, where ±0 give the same bits except for x = ±0, whose exp is 1 either way.
+float scale_and_max(float* v, int64_t n, float scale, float init) {
+    for (int64_t j = 0; j < n; ++j) v[j] = v[j] * scale;
+    float m[8];
+    for (float& mj : m) mj = init;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; ++l) m[l] = std::max(m[l], v[j + l]);
+    for (; j < n; ++j) m[0] = std::max(m[0], v[j]);
+    float mx = init;
+    for (const float mj : m) mx = std::max(mx, mj);
+    return mx;
+}
+
 // Indices of the k largest scores, returned in ascending index order. The candidates are the
 // rows the query can see, nothing else, so every chunking (full prefill, chunks, token-by-token
 // decode) selects the same rows — design invariant 8. Which of several EXACTLY equal scores wins
@@ -398,8 +417,7 @@ private:
                 for (int64_t e = 0; e < heads; ++e, ++i) {
                     float* lg = &logit[static_cast<size_t>(e * n)];
                     const float sink = aw_.sink.ptr()[h + e];
-                    float mx = sink;
-                    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, lg[j] = lg[j] * scale);
+                    const float mx = scale_and_max(lg, n, scale, sink);
                     // exp_f32 (core/exp_f32.h), eight lanes at a time, not std::exp per key: the
                     // GPU's kernels (cuda/host/kernel_math.h) run the same fma sequence, so their
                     // softmax is bitwise this one.
