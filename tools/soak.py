@@ -159,8 +159,21 @@ class Tally:
                 self.examples.append(f"{key}: {example}")
 
 
-def prompt(rng):
-    return [0] + [rng.randrange(10, 20000) for _ in range(rng.randint(4, 300))]
+MAX_PROMPT_TOKENS = 300  # after the leading 0
+
+
+def prompt(rng, tokens=None):
+    tokens = rng.randint(4, MAX_PROMPT_TOKENS) if tokens is None else tokens
+    return [0] + [rng.randrange(10, 20000) for _ in range(tokens)]
+
+
+def at_once(calls, timeout):
+    """Runs every zero-argument call on its own thread, all started before any is joined."""
+    threads = [threading.Thread(target=c) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
 
 
 def body(ids, max_tokens, stream=False):
@@ -265,11 +278,7 @@ def overflow_burst(pd, tally, rng, args):
         kind, why = generate(pd.url, prompt(rng), 16, False, args.request_timeout)
         results.append(why if kind == "error" else kind)
 
-    threads = [threading.Thread(target=one) for _ in range(args.burst)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(args.request_timeout + 10)
+    at_once([one] * args.burst, args.request_timeout + 10)
     tally.add("burst")
     for r in results:
         tally.add(f"burst_{r}")
@@ -285,12 +294,8 @@ def prime(server, concurrent, rng, timeout, rounds=3):
     ordinary requests; 20-minute soaks without this failed the check on single's `other` (+16.6
     and +25.8 MiB) while pd, whose bursts reach its largest batch early, stayed at +9."""
     for _ in range(rounds):
-        prompts = [[0] + [rng.randrange(10, 20000) for _ in range(300)] for _ in range(concurrent)]
-        threads = [threading.Thread(target=generate, args=(server.url, p, 2, False, timeout)) for p in prompts]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout + 10)
+        prompts = [prompt(rng, MAX_PROMPT_TOKENS) for _ in range(concurrent)]
+        at_once([lambda p=p: generate(server.url, p, 2, False, timeout) for p in prompts], timeout + 10)
 
 
 def wait_idle(server, timeout=60):

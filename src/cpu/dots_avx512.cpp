@@ -19,7 +19,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-#include "cpu/pair_decoders_avx512.h"  // TANDEM_AVX512, hsum, low_half, high_half
+#include "cpu/pair_decoders_avx512.h"  // TANDEM_AVX512, both_halves, halves_of, hsum, lane_sums16
 
 namespace tandem::cpu::detail {
 
@@ -42,20 +42,18 @@ TANDEM_AVX512_INLINE void pair_block(const float* q0, const float* q1, const flo
     __m512 acc[U];
     for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
     for (int64_t k = 0; k < n8; k += 8) {
-        const __m256d lo = _mm256_castps_pd(_mm256_loadu_ps(q0 + k)), hi = _mm256_castps_pd(_mm256_loadu_ps(q1 + k));
-        const __m512 qv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(lo), hi, 1));
-        for (int u = 0; u < U; ++u) {
-            const __m512 kv = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(keys[u] + k))));
-            acc[u] = _mm512_fmadd_ps(qv, kv, acc[u]);
-        }
+        const __m512 qv = halves_of(q0 + k, q1 + k);
+        for (int u = 0; u < U; ++u) acc[u] = _mm512_fmadd_ps(qv, both_halves(keys[u] + k), acc[u]);
     }
-    if (U == 8 && n8 == n) {  // no scalar tail: the sixteen sums in registers, as the scratch GEMM's
-        // lane_sums16's block i: (key i, head 0), (key i, head 1), (key 4 + i, head 0), (key 4 + i, head 1).
-        const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-        const __m512 sums = _mm512_permutexvar_ps(order, lane_sums16(&acc[0], &acc[U > 4 ? 4 : 0]));
-        _mm256_storeu_ps(out0, low_half(sums));
-        _mm256_storeu_ps(out1, high_half(sums));
-        return;
+    if constexpr (U == 8) {
+        if (n8 == n) {  // no scalar tail: the sixteen sums in registers, as the scratch GEMM's
+            // lane_sums16's block i: (key i, head 0), (key i, head 1), (key 4 + i, head 0), (key 4 + i, head 1).
+            const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+            const __m512 sums = _mm512_permutexvar_ps(order, lane_sums16(&acc[0], &acc[4]));
+            _mm256_storeu_ps(out0, low_half(sums));
+            _mm256_storeu_ps(out1, high_half(sums));
+            return;
+        }
     }
     for (int u = 0; u < U; ++u) {
         float s0 = hsum(low_half(acc[u])), s1 = hsum(high_half(acc[u]));

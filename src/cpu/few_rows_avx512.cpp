@@ -101,8 +101,7 @@ TANDEM_AVX512_INLINE void fp8_folded_group(const float* x, int64_t xs, const uin
         prefetch_rows_ahead<fp8_pair, P>(ra, rb, k, ahead);
         __m512 xx[R];
         for (int r = 0; r < R; ++r)
-            xx[r] = _mm512_mul_ps(
-                f, _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(x + r * xs + k)))));
+            xx[r] = _mm512_mul_ps(f, both_halves(x + r * xs + k));
         for (int p = 0; p < P; ++p) {
             const __m512 wv = fp8_unscaled16<Route>(ra[p], rb[p], k);
             for (int r = 0; r < R; ++r) acc[r][p] = _mm512_fmadd_ps(xx[r], wv, acc[r][p]);
@@ -162,7 +161,7 @@ TANDEM_AVX512 void pairs(const float* x, int64_t xs, const weight_matrix& w, con
             prefetch_rows_ahead<D, P>(ra, rb, k, ahead);
             __m512 xx[R];  // x[k..k+7] of each row in both halves
             for (int r = 0; r < R; ++r)
-                xx[r] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(x + r * xs + k))));
+                xx[r] = both_halves(x + r * xs + k);
             for (int p = 0; p < P; ++p) {
                 const __m512 wv = D::load16(ra[p], rb[p], k, st[p]);
                 for (int r = 0; r < R; ++r) acc[r][p] = _mm512_fmadd_ps(xx[r], wv, acc[r][p]);

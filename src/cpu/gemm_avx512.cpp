@@ -83,10 +83,6 @@ struct prefetcher {
     }
 };
 
-TANDEM_AVX512_INLINE __m512 x_both_halves(const float* p) {
-    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p))));
-}
-
 // The first chunk starts its accumulators at +0 in registers (no zeroing pass over the rows ×
 // 8 accumulators, no loads): the same +0 a stored zero would reload, so no bit changes.
 template <int R>
@@ -113,7 +109,7 @@ TANDEM_AVX512_INLINE void fma_rows(__m512 (&a)[R][k_pairs], int q, __m512 wv, co
 }
 template <int R>
 TANDEM_AVX512_INLINE void load_x(__m512 (&xv)[R], const float* x, int64_t xs, int64_t k) {
-    for (int r = 0; r < R; ++r) xv[r] = x_both_halves(x + r * xs + k);
+    for (int r = 0; r < R; ++r) xv[r] = both_halves(x + r * xs + k);
 }
 
 // v, u: rows r's and r + 1's four accumulators of a half group (four pairs, eight outputs), summed

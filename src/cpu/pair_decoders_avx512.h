@@ -53,13 +53,22 @@ TANDEM_AVX512_INLINE __m256i two_runs(const uint8_t* ra, const uint8_t* rb, int6
     return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
 }
 
+// p[0..7] in both halves of a zmm: one broadcast load, no shuffle uop (a row's x against a pair of
+// outputs, a key against a pair of heads).
+TANDEM_AVX512_INLINE __m512 both_halves(const float* p) {
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p))));
+}
+// [lo[0..7] | hi[0..7]]: two rows' (or heads') eight lanes side by side.
+TANDEM_AVX512_INLINE __m512 halves_of(const float* lo, const float* hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(lo))),
+                                               _mm256_castps_pd(_mm256_loadu_ps(hi)), 1));
+}
+
 struct f32_pair : unscaled_pair {
     static constexpr int64_t line_mask = 15;
     TANDEM_AVX512_INLINE static int64_t line_offset(int64_t k) { return 4 * k; }
     TANDEM_AVX512_INLINE static __m512 load16(const uint8_t* ra, const uint8_t* rb, int64_t k, const state&) {
-        const __m256 lo = _mm256_loadu_ps(reinterpret_cast<const float*>(ra) + k);
-        const __m256 hi = _mm256_loadu_ps(reinterpret_cast<const float*>(rb) + k);
-        return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+        return halves_of(reinterpret_cast<const float*>(ra) + k, reinterpret_cast<const float*>(rb) + k);
     }
 };
 

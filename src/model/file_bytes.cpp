@@ -173,8 +173,7 @@ result<std::shared_ptr<const file_bytes>> file_bytes::open(const std::string& pa
         std::shared_ptr<file_bytes> f(new file_bytes());
         f->data_ = static_cast<const uint8_t*>(p);
         f->size_ = size;
-        f->region_ = p;
-        f->region_bytes_ = size;
+        f->mapped_bytes_ = size;
         f->mode_ = mode;
         return std::shared_ptr<const file_bytes>(std::move(f));
     }
@@ -207,11 +206,10 @@ result<std::shared_ptr<const file_bytes>> file_bytes::open(const std::string& pa
     if (head > 0) ::munmap(region, static_cast<size_t>(head));
     if (tail > 0) ::munmap(aligned + rounded, static_cast<size_t>(tail));
     std::shared_ptr<file_bytes> f(new file_bytes());
-    f->region_ = aligned;
-    f->region_bytes_ = rounded;
-    f->size_ = size;
-    f->mode_ = mode;
     f->data_ = aligned;
+    f->size_ = size;
+    f->mapped_bytes_ = rounded;
+    f->mode_ = mode;
     // Advice only: without THP (or with it off) the copy still works, in 4 KiB pages.
     (void)::madvise(aligned, static_cast<size_t>(rounded), MADV_HUGEPAGE);
     TANDEM_RETURN_IF_ERROR(read_all(fd, aligned, size, path));
@@ -226,13 +224,13 @@ result<std::shared_ptr<const file_bytes>> file_bytes::open(const std::string& pa
 }
 
 file_bytes::~file_bytes() {
-    if (region_) ::munmap(region_, static_cast<size_t>(region_bytes_));
+    if (mapped_bytes_ > 0) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(mapped_bytes_));
 }
 
 int64_t file_bytes::huge_page_bytes() const {
-    if (mode_ != weight_pages::huge || !region_) return 0;
+    if (mode_ != weight_pages::huge || mapped_bytes_ == 0) return 0;
     std::ifstream smaps("/proc/self/smaps");
-    const auto lo = reinterpret_cast<uintptr_t>(region_), hi = lo + static_cast<uintptr_t>(region_bytes_);
+    const auto lo = reinterpret_cast<uintptr_t>(data_), hi = lo + static_cast<uintptr_t>(mapped_bytes_);
     bool inside = false;
     int64_t kib = 0;
     for (std::string line; std::getline(smaps, line);) {

@@ -60,8 +60,9 @@ private:
 
     const uint8_t* data_ = nullptr;
     int64_t size_ = 0;
-    void* region_ = nullptr;  // what munmap takes: the mapping, or the copy's aligned region
-    int64_t region_bytes_ = 0;
+    // What munmap takes at data_: the mapping's size, or the copy's whole huge pages; 0 for an
+    // empty file (data_ then points at a static byte).
+    int64_t mapped_bytes_ = 0;
     weight_pages mode_ = weight_pages::mapped;
 };
 

@@ -9,8 +9,9 @@
 //
 // Matrices (linears, experts, embedding, head) stay where they are: views into the checkpoint's
 // bytes in memory (copied into huge pages or mapped: model/file_bytes.h) in their stored form
-// (F32, BF16, F16, F8_E4M3 + E8M0/F32 block scales, packed FP4 + E8M0 per-32 scales), decoded in registers by the kernels (cpu/weight_matrix.h). Decoding is
-// exact, so numerics "hf" computes with exactly the fp32 values transformers dequantizes to.
+// (F32, BF16, F16, F8_E4M3 + E8M0/F32 block scales, packed FP4 + E8M0 per-32 scales), decoded in
+// registers by the kernels (cpu/weight_matrix.h). Decoding is exact, so numerics "hf" computes
+// with exactly the fp32 values transformers dequantizes to.
 // Only the small vectors (norms, mHC, biases, ape, sinks) and tid2eid are converted, to fp32 /
 // int32 copies. Layer ids follow model_config: [0, num_hidden_layers) main blocks, then MTP.
 #pragma once
