@@ -5,9 +5,11 @@
 #include "cache/snapshot.h"
 #include "model/file_bytes.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -123,17 +125,44 @@ std::string model_config_path(const config& cfg) {
     return p + "/config.json";
 }
 
-result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fraction) {
+result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fraction, int64_t reserved_bytes) {
     if (memory_bytes > 0) return memory_bytes;
     if (!(memory_fraction > 0.0 && memory_fraction <= 1.0)) {
         return make_error(error_code::invalid_argument,
                           "cache.memory_fraction: must be in (0, 1] when cache.memory_bytes = 0");
     }
-    if (const int64_t available = model::memory_available_bytes(); available > 0)
-        return static_cast<int64_t>(static_cast<double>(available) * memory_fraction);
-    return make_error(error_code::unavailable,
-                      "cache.memory_bytes is 0 and MemAvailable is not in /proc/meminfo: "
-                      "set cache.memory_bytes");
+    const int64_t available = model::memory_available_bytes();
+    if (available <= 0)
+        return make_error(error_code::unavailable,
+                          "cache.memory_bytes is 0 and MemAvailable is not in /proc/meminfo: "
+                          "set cache.memory_bytes");
+    if (available <= reserved_bytes)
+        return make_error(error_code::out_of_range,
+                          fmt::format("MemAvailable {} ({}) does not exceed the forward pass's step buffers {} ({}) "
+                                      "at the largest step: lower scheduler.max_prefill_tokens or "
+                                      "scheduler.max_running_requests, or set cache.memory_bytes",
+                                      available, human(static_cast<double>(available)), reserved_bytes,
+                                      human(static_cast<double>(reserved_bytes))));
+    return static_cast<int64_t>(static_cast<double>(available - reserved_bytes) * memory_fraction);
+}
+
+result<memory_budget> resolve_memory_budget(const config& cfg, const model::model_config& model, const layout_spec& layout) {
+    // Contexts fill the pool the budget would give without the reservation: more than the
+    // reduced pool holds, so the reservation is an upper bound.
+    auto unreserved = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction);
+    if (!unreserved) return unreserved.error();
+    const int64_t context = static_cast<int64_t>(static_cast<double>(*unreserved) / std::max(layout.bytes_per_token(), 1.0));
+    memory_budget b;
+    b.largest_step = model::largest_step(model, cfg.scheduler.max_prefill_tokens, cfg.scheduler.max_running_requests, context);
+    const auto numerics = cfg.model.numerics == "official" ? model::numerics_mode::official : model::numerics_mode::hf;
+    const int threads = cfg.backend.threads > 0 ? static_cast<int>(cfg.backend.threads)
+                                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    b.step_buffers = model::step_buffer_bound(model, b.largest_step, numerics, threads);
+    auto pool = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction, b.step_buffers.total());
+    if (!pool) return pool.error();
+    b.pool_bytes = *pool;
+    b.step_buffers_reserved = cfg.cache.memory_bytes <= 0;
+    return b;
 }
 
 result<layout_options> layout_options_from(const config& cfg) {
@@ -155,7 +184,7 @@ result<cache_plan> make_cache_plan(const model::model_config& model, const std::
     if (!layout.is_ok()) return layout.error();
     auto split = plan_pool_split(*layout, {memory_bytes, max_sequences});
     if (!split.is_ok()) return split.error();
-    return cache_plan{origin, model, *layout, memory_bytes, *split, {}, 0, 0};
+    return cache_plan{origin, model, *layout, memory_bytes, *split, {}, 0, 0, {}, {}, false};
 }
 
 namespace {
@@ -192,20 +221,27 @@ result<cache_plan> make_cache_plan(const config& cfg, bool report_misfit) {
     const std::string path = model_config_path(cfg);
     auto model = model::load_model_config(path);
     if (!model.is_ok()) return model.error();
-    auto budget = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction);
+    auto layout = layout_spec::create(*model, *opt);
+    if (!layout.is_ok()) return layout.error();
+    auto budget = resolve_memory_budget(cfg, *model, *layout);
     if (!budget.is_ok()) return budget.error();
-    auto plan = make_cache_plan(*model, path, *opt, *budget, cfg.scheduler.max_running_requests);
+    const int64_t pool_bytes = budget->pool_bytes;
+    auto plan = make_cache_plan(*model, path, *opt, pool_bytes, cfg.scheduler.max_running_requests);
+    if (plan.is_ok()) {
+        plan->largest_step = budget->largest_step;
+        plan->step_buffers = budget->step_buffers;
+        plan->step_buffers_reserved = budget->step_buffers_reserved;
+    }
     if (plan.is_ok() && cfg.cache.prefix_cache) {
         plan->host_memory_bytes = cfg.cache.host_memory_bytes;
         plan->snapshot_memory_bytes = cfg.cache.snapshot_memory_bytes > 0
                                           ? cfg.cache.snapshot_memory_bytes
-                                          : *budget / 8;
+                                          : pool_bytes / 8;
     }
     if (plan.is_ok() || !report_misfit || plan.error().code() != error_code::out_of_range) return plan;
-    auto layout = layout_spec::create(*model, *opt);
-    if (!layout.is_ok()) return layout.error();
-    cache_plan misfit{path, *model, *layout, *budget, {}, {}, 0, 0};
-    misfit.does_not_fit = describe_misfit(*layout, *budget, cfg.scheduler.max_running_requests, plan.error());
+    cache_plan misfit{path, *model, *layout, pool_bytes, {}, {}, 0, 0, budget->largest_step, budget->step_buffers,
+                      budget->step_buffers_reserved};
+    misfit.does_not_fit = describe_misfit(*layout, pool_bytes, cfg.scheduler.max_running_requests, plan.error());
     return misfit;
 }
 
@@ -279,6 +315,18 @@ std::string render_plan_text(const cache_plan& p) {
     } else if (p.snapshot_memory_bytes > 0) {
         s += "  host tier: off (cache.host_memory_bytes = 0)\n";
     }
+    if (p.step_buffers.total() > 0) {
+        const model::step_memory& b = p.step_buffers;
+        s += fmt::format("CPU forward step buffers (besides the pool; {}): "
+                         "{} B ({}) at the largest step of {} tokens over {} sequences, contexts {} tokens: "
+                         "activations {}, decoded context {}, logits {}, per-thread scratch {}\n",
+                         p.step_buffers_reserved ? "taken out of MemAvailable before cache.memory_fraction"
+                                                 : "not part of cache.memory_bytes: leave room for them",
+                         b.total(), human(static_cast<double>(b.total())), p.largest_step.tokens,
+                         p.largest_step.sequences, p.largest_step.context_tokens,
+                         human(static_cast<double>(b.activations)), human(static_cast<double>(b.context)),
+                         human(static_cast<double>(b.logits)), human(static_cast<double>(b.per_thread)));
+    }
     const capacity c = compute_capacity(p);
     if (!p.does_not_fit.empty()) {
         s += fmt::format("budget {} B ({}) DOES NOT FIT: {}\n", p.memory_bytes,
@@ -339,6 +387,14 @@ std::string render_plan_json(const cache_plan& p) {
     w.key("host_memory_bytes").value(p.host_memory_bytes);
     w.key("host_pages").value(host_tier_pages(l, p.host_memory_bytes));
     w.key("host_tokens").value(host_tier_pages(l, p.host_memory_bytes) * l.page_size());
+    w.end_object();
+    w.key("step_buffers").begin_object();
+    w.key("bytes").value(p.step_buffers.total());
+    w.key("activations").value(p.step_buffers.activations).key("context").value(p.step_buffers.context);
+    w.key("logits").value(p.step_buffers.logits).key("per_thread").value(p.step_buffers.per_thread);
+    w.key("tokens").value(p.largest_step.tokens).key("sequences").value(p.largest_step.sequences);
+    w.key("context_tokens").value(p.largest_step.context_tokens);
+    w.key("reserved").value(p.step_buffers_reserved);
     w.end_object();
     const capacity c = compute_capacity(p);
     w.key("budget").begin_object();

@@ -4,8 +4,9 @@
 // the memory budget splits into sequence slots and pages — and rendering it as text (also the
 // summary the server logs at startup) or JSON. Sizes all come from layout_spec.
 //
-// Budget: cache.memory_bytes, or (when 0) cache.memory_fraction of MemAvailable in
-// /proc/meminfo. Sequence slots: scheduler.max_running_requests (every running request holds
+// Budget: cache.memory_bytes, or (when 0) cache.memory_fraction of what MemAvailable in
+// /proc/meminfo leaves beside the CPU forward's step buffers at the largest step the scheduler
+// can build (model/step_memory.h). Sequence slots: scheduler.max_running_requests (every running request holds
 // one slot for its window rings and compressor state).
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "core/config.h"
 #include "core/status.h"
 #include "model/model_config.h"
+#include "model/step_memory.h"
 
 namespace tandem::cache {
 
@@ -31,12 +33,30 @@ struct cache_plan {
     // Prefix cache (make_cache_plan(cfg) fills these from [cache]; 0 when off or unknown).
     int64_t host_memory_bytes = 0;      // cache.host_memory_bytes
     int64_t snapshot_memory_bytes = 0;  // resolved snapshot budget
+    // The CPU forward's step buffers at the largest step (make_cache_plan(cfg) fills these).
+    model::step_shape largest_step;
+    model::step_memory step_buffers;
+    bool step_buffers_reserved = false;  // taken out of MemAvailable (cache.memory_fraction)
+};
+
+// The pool budget and, beside it, the CPU forward's step buffers.
+struct memory_budget {
+    int64_t pool_bytes = 0;
+    model::step_shape largest_step;
+    model::step_memory step_buffers;
+    bool step_buffers_reserved = false;  // cache.memory_fraction: the pool is what they leave
 };
 
 // <model.path>/config.json, or model.path itself when it names a .json file.
 std::string model_config_path(const config& cfg);
-// memory_bytes when > 0, else fraction x MemAvailable (/proc/meminfo).
-result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fraction);
+// memory_bytes when > 0, else fraction x (MemAvailable (/proc/meminfo) - reserved_bytes); errors
+// when MemAvailable does not exceed reserved_bytes.
+result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fraction, int64_t reserved_bytes = 0);
+// The budget for this configuration and model: the step buffers of the largest step
+// (scheduler.max_prefill_tokens + max_running_requests rows, contexts filling the pool) are
+// reserved first when the budget is cache.memory_fraction; with cache.memory_bytes they are only
+// reported (that budget is the operator's).
+result<memory_budget> resolve_memory_budget(const config& cfg, const model::model_config& model, const layout_spec& layout);
 // The layout options from the [cache] section (errors name the key).
 result<layout_options> layout_options_from(const config& cfg);
 

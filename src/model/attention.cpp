@@ -86,13 +86,16 @@ void round_trip(const cache::row_format& fmt, float* values, std::vector<std::by
     cache::codec::decode_row(fmt, scratch.data(), std::span<float>(values, static_cast<size_t>(fmt.dims)));
 }
 
-// One sequence's rows of one layer, decoded for reading.
+// One sequence's rows of one layer, decoded for reading: ranges of the pass's flat buffers
+// (attention_scratch), set per layer. Why not vectors of its own: a view per batch position kept
+// the largest context any sequence at that position had brought, so over a long run every
+// position could come to hold a long context's rows; flat buffers hold one step's worth.
 struct seq_view {
-    std::vector<float> window;        // [W, D] by pos % W (positions before the chunk)
-    std::vector<float> comp;          // [rows some query selected, D], in ascending row order
-    std::vector<int32_t> comp_slot;   // [n]: compressed row → its row in `comp`, −1 if unselected
-    std::vector<float> idx;           // [n, Di]
-    int64_t n_rows = 0;
+    float* window = nullptr;         // [W, D] by pos % W (positions before the chunk)
+    float* idx = nullptr;            // [n, Di]
+    int32_t* comp_slot = nullptr;    // [n]: compressed row → its row in `comp`, −1 if unselected
+    float* comp = nullptr;           // [rows some query selected, D], in ascending row order
+    int64_t n_rows = 0, used = 0;    // n; rows in comp
 };
 
 // v[j] = v[j] · scale for j < n; returns the largest of `init` and every v[j] as the loop
@@ -138,6 +141,7 @@ void top_k_ascending(const std::vector<float>& v, int64_t k, std::vector<int32_t
     };
     if (k * 64 <= n) std::partial_sort(q.begin(), q.begin() + k, q.end(), larger);
     else std::nth_element(q.begin(), q.begin() + k - 1, q.end(), larger);
+    idx.reserve(static_cast<size_t>(k));  // exactly k when it grows (see fit)
     for (int64_t j = 0; j < k; ++j) idx.push_back(static_cast<int32_t>(q[static_cast<size_t>(j)].second));
     std::sort(idx.begin(), idx.end());
 }
@@ -149,9 +153,20 @@ void top_k_ascending(const std::vector<float>& v, int64_t k, std::vector<int32_t
 struct attention_scratch {
     std::vector<float> qr, q, kv, qi, iw, o, z, ckv, cg, ickv, icg;  // ickv/icg: the indexer's compressor
     std::vector<seq_view> views;
+    std::vector<float> window, idx, comp;  // every view's rows, sequences back to back
+    std::vector<int32_t> comp_slot;
     std::vector<int32_t> seq_of;
     std::vector<std::vector<int32_t>> selected;  // resized, never shrunk: inner capacity is kept
 };
+
+int64_t held_bytes(const attention_scratch& sc) {
+    int64_t bytes = held_bytes(sc.qr) + held_bytes(sc.q) + held_bytes(sc.kv) + held_bytes(sc.qi) + held_bytes(sc.iw) +
+                    held_bytes(sc.o) + held_bytes(sc.z) + held_bytes(sc.ckv) + held_bytes(sc.cg) + held_bytes(sc.ickv) +
+                    held_bytes(sc.icg) + held_bytes(sc.views) + held_bytes(sc.window) + held_bytes(sc.idx) +
+                    held_bytes(sc.comp) + held_bytes(sc.comp_slot) + held_bytes(sc.seq_of) + held_bytes(sc.selected);
+    for (const std::vector<int32_t>& sel : sc.selected) bytes += held_bytes(sel);
+    return bytes;
+}
 
 namespace {
 
@@ -162,7 +177,7 @@ public:
                    const std::vector<float>& x)
         : qr_(sc.qr), q_(sc.q), kv_(sc.kv), qi_(sc.qi), iw_(sc.iw), o_(sc.o), z_(sc.z), ckv_(sc.ckv), cg_(sc.cg),
           ickv_(sc.ickv), icg_(sc.icg),
-          views_(sc.views), seq_of_(sc.seq_of), selected_(sc.selected), m_(m), c_(m.cfg),
+          sc_(sc), views_(sc.views), seq_of_(sc.seq_of), selected_(sc.selected), m_(m), c_(m.cfg),
           lc_(m.cfg.layers[static_cast<size_t>(view.layer())]),
           aw_(m.w.layers[static_cast<size_t>(view.layer())].attn), b_(b), x_(x), cp_(view),
           kv_fmt_(cp_.layout().kv_row()), ik_fmt_(cp_.layout().index_k_row()), lid_(view.layer()),
@@ -268,12 +283,27 @@ private:
     // ring or a page), not one pool lookup and scalar decode per row: that was ~1.2 µs per bf16
     // row, 0.6 ms of a ~10 ms `small` batch-1 token, serially.
     void read_state() {
-        views_.resize(b_.seqs.size());
-        seq_of_.resize(static_cast<size_t>(T_));
-        for (size_t si = 0; si < b_.seqs.size(); ++si)
+        const size_t S = b_.seqs.size();
+        views_.resize(S);
+        fit(seq_of_, T_);
+        for (size_t si = 0; si < S; ++si)
             for (int64_t r = b_.seqs[si].row0; r < b_.seqs[si].row0 + b_.seqs[si].rows; ++r)
                 seq_of_[static_cast<size_t>(r)] = static_cast<int32_t>(si);
-        m_.pool->parallel_for(static_cast<int64_t>(b_.seqs.size()), 1, [&](int64_t s0, int64_t s1) {
+        // Each view's ranges of the flat buffers, sequences back to back.
+        int64_t idx_rows = 0;
+        for (size_t si = 0; si < S; ++si) {
+            const batch_seq& s = b_.seqs[si];
+            views_[si].n_rows = aw_.has_compressor ? (s.start_pos + s.rows) / m_rate_ : 0;
+            if (aw_.has_indexer) idx_rows += views_[si].n_rows;
+        }
+        fit(sc_.window, static_cast<int64_t>(S) * W_ * D_);
+        fit(sc_.idx, idx_rows * Di_);
+        for (size_t si = 0, at = 0; si < S; ++si) {
+            views_[si].window = &sc_.window[si * static_cast<size_t>(W_ * D_)];
+            views_[si].idx = aw_.has_indexer ? &sc_.idx[at * static_cast<size_t>(Di_)] : nullptr;
+            if (aw_.has_indexer) at += static_cast<size_t>(views_[si].n_rows);
+        }
+        m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
             for (int64_t si = s0; si < s1; ++si) read_seq_state(b_.seqs[static_cast<size_t>(si)], views_[static_cast<size_t>(si)]);
         });
     }
@@ -282,19 +312,13 @@ private:
         // Only ring slots of positions [start_pos − W, start_pos) are ever read (attend() takes
         // later positions from the chunk), and each is decoded below: no zero fill. Those
         // positions are at most two runs of the ring (it wraps once at most).
-        v.window.resize(static_cast<size_t>(W_ * D_));
         const std::byte* ring = cp_.window_ring(s.slot);
         for (int64_t p = std::max<int64_t>(0, s.start_pos - W_); p < s.start_pos;) {
             const int64_t row = p % W_, n = std::min(s.start_pos - p, W_ - row);
             cache::codec::decode_rows(kv_fmt_, ring + row * kv_fmt_.bytes, n, &v.window[row * D_]);
             p += n;
         }
-        if (!aw_.has_compressor) return;
-        v.n_rows = (s.start_pos + s.rows) / m_rate_;
-        if (aw_.has_indexer) {
-            v.idx.resize(static_cast<size_t>(v.n_rows * Di_));
-            decode_run(s, cache::buffer_kind::index_k, ik_fmt_, 0, v.n_rows, v.idx.data());
-        }
+        if (aw_.has_indexer) decode_run(s, cache::buffer_kind::index_k, ik_fmt_, 0, v.n_rows, v.idx);
     }
 
     // History rows [first, first + n) of `kind` into out[n, fmt.dims]: one decode_rows per page.
@@ -319,7 +343,7 @@ private:
                 auto& sel = selected_[static_cast<size_t>(r)];
                 sel.clear();
                 if (!aw_.has_indexer || visible <= c_.index_topk) {
-                    sel.resize(static_cast<size_t>(visible));
+                    fit(sel, visible);
                     std::iota(sel.begin(), sel.end(), 0);
                     continue;
                 }
@@ -354,28 +378,47 @@ private:
     // Selected rows keep their ascending order in `comp`, so each run of consecutive row indices
     // is one decode_run.
     void decode_selected() {
-        m_.pool->parallel_for(static_cast<int64_t>(b_.seqs.size()), 1, [&](int64_t s0, int64_t s1) {
+        const size_t S = b_.seqs.size();
+        int64_t slots = 0;
+        for (size_t si = 0; si < S; ++si) slots += views_[si].n_rows;
+        fit(sc_.comp_slot, slots);
+        for (size_t si = 0, at = 0; si < S; at += static_cast<size_t>(views_[si].n_rows), ++si)
+            views_[si].comp_slot = &sc_.comp_slot[at];
+        m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
+            for (int64_t si = s0; si < s1; ++si)
+                number_selected(b_.seqs[static_cast<size_t>(si)], views_[static_cast<size_t>(si)]);
+        });
+        int64_t used = 0;
+        for (size_t si = 0; si < S; ++si) used += views_[si].used;
+        fit(sc_.comp, used * D_);
+        for (size_t si = 0, at = 0; si < S; at += static_cast<size_t>(views_[si].used), ++si)
+            views_[si].comp = &sc_.comp[at * static_cast<size_t>(D_)];
+        m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
             for (int64_t si = s0; si < s1; ++si)
                 decode_seq_selected(b_.seqs[static_cast<size_t>(si)], views_[static_cast<size_t>(si)]);
         });
     }
 
-    void decode_seq_selected(const batch_seq& s, seq_view& v) const {
-        v.comp_slot.assign(static_cast<size_t>(v.n_rows), -1);
+    // comp_slot: each compressed row some query of the sequence selected gets the next row of comp.
+    void number_selected(const batch_seq& s, seq_view& v) const {
+        std::fill_n(v.comp_slot, v.n_rows, -1);
         for (int64_t r = s.row0; r < s.row0 + s.rows; ++r)
-            for (int32_t wv : selected_[static_cast<size_t>(r)]) v.comp_slot[static_cast<size_t>(wv)] = 0;
+            for (int32_t wv : selected_[static_cast<size_t>(r)]) v.comp_slot[wv] = 0;
         int32_t used = 0;
-        for (auto& slot : v.comp_slot)
-            if (slot == 0) slot = used++;
-        v.comp.resize(static_cast<size_t>(used * D_));
+        for (int64_t wv = 0; wv < v.n_rows; ++wv)
+            if (v.comp_slot[wv] == 0) v.comp_slot[wv] = used++;
+        v.used = used;
+    }
+
+    void decode_seq_selected(const batch_seq& s, const seq_view& v) const {
         for (int64_t wv = 0; wv < v.n_rows;) {
-            const int32_t slot = v.comp_slot[static_cast<size_t>(wv)];
+            const int32_t slot = v.comp_slot[wv];
             if (slot < 0) {
                 ++wv;
                 continue;
             }
             int64_t end = wv + 1;
-            while (end < v.n_rows && v.comp_slot[static_cast<size_t>(end)] >= 0) ++end;
+            while (end < v.n_rows && v.comp_slot[end] >= 0) ++end;
             decode_run(s, cache::buffer_kind::compressed_kv, kv_fmt_, wv, end - wv, &v.comp[int64_t{slot} * D_]);
             wv = end;
         }
@@ -447,7 +490,7 @@ private:
     void output(std::vector<float>& out) {
         const int64_t g = c_.o_groups, ro = c_.o_lora_rank, gw = H_ * D_ / g;
         std::vector<float>& z = z_;
-        z.resize(static_cast<size_t>(T_ * g * ro));
+        fit(z, T_ * g * ro);
         linear_set groups(m_);  // wo_a reads bf16-dequantized weights in "official" too: no act quant
         for (int64_t gi = 0; gi < g; ++gi)
             groups.add(cpu::linear_job{o_.data() + gi * gw, T_, H_ * D_, aw_.wo_a.mat.slice_rows(gi * ro, ro),
@@ -457,6 +500,7 @@ private:
     }
 
     std::vector<float>&qr_, &q_, &kv_, &qi_, &iw_, &o_, &z_, &ckv_, &cg_, &ickv_, &icg_;
+    attention_scratch& sc_;
     std::vector<seq_view>& views_;
     std::vector<int32_t>& seq_of_;
     std::vector<std::vector<int32_t>>& selected_;

@@ -21,6 +21,17 @@
 
 namespace tandem::model {
 
+// Resizes a step buffer to n elements, growing its storage to exactly n when it must grow
+// (std::vector::resize may double it): a step buffer's capacity is then the largest size any step
+// asked of it, which is what model::step_buffer_bytes() reports and step_buffer_bound()
+// (model/step_memory.h) bounds.
+template <class T>
+void fit(std::vector<T>& v, int64_t n) {
+    const auto want = static_cast<size_t>(n);
+    if (want > v.capacity()) v.reserve(want);
+    v.resize(want);
+}
+
 // Inverse frequencies of one RoPE table (interleaved pairs over the trailing R dims).
 struct rope_table {
     std::vector<float> inv_freq;  // [R/2]
@@ -48,6 +59,15 @@ struct batch {
 
 struct attention_scratch;  // attention.cpp: the attention pass's buffers, reused across layers and steps
 struct moe_scratch;        // moe.cpp: the MoE sublayer's buffers, reused across layers and steps
+// Bytes each set's buffers hold (their capacities): model::step_buffer_bytes() adds them up.
+int64_t held_bytes(const attention_scratch& sc);
+int64_t held_bytes(const moe_scratch& sc);
+
+// Bytes a vector's storage holds.
+template <class T>
+int64_t held_bytes(const std::vector<T>& v) {
+    return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
 
 // The block loop's buffers (model.cpp), reused across layers and steps.
 struct step_scratch {

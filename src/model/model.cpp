@@ -19,7 +19,7 @@ namespace tandem::model {
 
 void model_impl::linear(const std::vector<float>& x, int64_t rows, const tensor& wt, std::vector<float>& y) const {
     const int64_t out = wt.mat.rows, in = wt.mat.cols;
-    y.resize(static_cast<size_t>(rows * out));
+    fit(y, rows * out);
     if (opt.numerics == numerics_mode::official && wt.act_quant) {
         thread_local std::vector<float> xq;  // grown once: a steady step allocates nothing
         xq.assign(x.begin(), x.begin() + rows * in);
@@ -49,7 +49,7 @@ const float* linear_set::quantized(const std::vector<float>& x, int64_t rows, in
 
 void linear_set::add(const std::vector<float>& x, int64_t rows, const tensor& wt, std::vector<float>& y) {
     const int64_t out = wt.mat.rows, in = wt.mat.cols;
-    y.resize(static_cast<size_t>(rows * out));
+    fit(y, rows * out);
     const bool quantize = m_.opt.numerics == numerics_mode::official && wt.act_quant;
     m_.linear_buf.jobs.push_back({quantize ? quantized(x, rows, in) : x.data(), rows, in, wt.mat, y.data(), out});
 }
@@ -73,17 +73,17 @@ void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::v
     std::vector<float>& post = step.post;
     std::vector<float>& comb = step.comb;
     std::vector<float>& sub = step.sub;
-    x.resize(static_cast<size_t>(T * d));
-    post.resize(static_cast<size_t>(T * n));
-    comb.resize(static_cast<size_t>(T * n * n));
+    fit(x, T * d);
+    fit(post, T * n);
+    fit(comb, T * n * n);
     // mHC pre in three phases (see hc_pre): the mixes, a dot over n·d fp32 weights each, are
     // split into groups of four over (row, group) units, so one decode row's 24 dots (~400 KB of
     // weights) run on every thread instead of one; from k_mix_linear_rows rows on, one linear.
     const int64_t mixes = (2 + n) * n, groups = (mixes + 3) / 4;
     std::vector<float>& xn = step.hc_xn;
     std::vector<float>& mix = step.hc_mix;
-    xn.resize(static_cast<size_t>(T * n * d));
-    mix.resize(static_cast<size_t>(T * mixes));
+    fit(xn, T * n * d);
+    fit(mix, T * mixes);
     auto pre = [&](const hc_weights& hw, const tensor& norm) {
         pool->parallel_for(T, 1, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) hc_norm_input(cfg, &h[r * n * d], &xn[r * n * d]);
@@ -146,7 +146,7 @@ void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::v
 void model_impl::run_head(const std::vector<float>& h, const std::vector<int64_t>& rows, std::vector<float>& logits) {
     const int64_t n = cfg.hc_mult, d = cfg.hidden_size, R = static_cast<int64_t>(rows.size());
     std::vector<float>& x = step.x;
-    x.resize(static_cast<size_t>(R * d));
+    fit(x, R * d);
     for (int64_t i = 0; i < R; ++i) {
         hc_head_collapse(cfg, w.hc_head, &h[rows[i] * n * d], &x[i * d]);
         cpu::rms_norm(&x[i * d], w.norm.ptr(), d, cfg.rms_norm_eps, &x[i * d]);
@@ -178,6 +178,19 @@ model::~model() = default;
 const model_config& model::config() const { return impl_->cfg; }
 
 const weight_memory& model::memory() const { return impl_->w.memory; }
+
+int64_t model::step_buffer_bytes() const {
+    const model_impl& m = *impl_;
+    const step_scratch& s = m.step;
+    int64_t bytes = held_bytes(s.b.token) + held_bytes(s.b.pos) + held_bytes(s.b.seqs) + held_bytes(s.h) +
+                    held_bytes(s.x) + held_bytes(s.post) + held_bytes(s.comb) + held_bytes(s.sub) +
+                    held_bytes(s.hc_xn) + held_bytes(s.hc_mix) + held_bytes(s.head_rows) + held_bytes(s.logits);
+    bytes += held_bytes(m.linear_buf.jobs) + held_bytes(m.linear_buf.quantized_src) + held_bytes(m.linear_buf.quantized);
+    for (const std::vector<float>& q : m.linear_buf.quantized) bytes += held_bytes(q);
+    if (m.attn_scratch) bytes += held_bytes(*m.attn_scratch);
+    if (m.moe_buf) bytes += held_bytes(*m.moe_buf);
+    return bytes;
+}
 
 result<std::unique_ptr<model>> model::load(const std::string& dir, const model_options& opt) {
     namespace fs = std::filesystem;
@@ -272,7 +285,7 @@ result<forward_output> model::forward(const cache::layer_gate& gate, std::span<c
     }
     const int64_t n = c.hc_mult, d = c.hidden_size;
     std::vector<float>& h = m.step.h;
-    h.resize(static_cast<size_t>(b.rows * n * d));
+    fit(h, b.rows * n * d);
     for (int64_t r = 0; r < b.rows; ++r) {
         m.w.embed.mat.decode_row(b.token[r], &h[r * n * d]);
         for (int64_t j = 1; j < n; ++j) std::copy_n(&h[r * n * d], d, &h[(r * n + j) * d]);

@@ -85,6 +85,10 @@ public:
     // Also errors when a layer's load fails or misses its deadline.
     result<forward_output> forward(const cache::layer_gate& gate, std::span<const forward_item> items);
 
+    // Bytes the forward pass's step buffers hold now (grown to the largest step run so far, kept
+    // between steps; per-thread kernel scratch not counted). model/step_memory.h bounds it.
+    int64_t step_buffer_bytes() const;
+
 private:
     explicit model(std::unique_ptr<model_impl> impl);
     std::unique_ptr<model_impl> impl_;

@@ -44,6 +44,13 @@ struct moe_scratch {
     std::vector<cpu::linear_job> jobs;
 };
 
+int64_t held_bytes(const moe_scratch& sc) {
+    return held_bytes(sc.logits) + held_bytes(sc.expert) + held_bytes(sc.weight) + held_bytes(sc.first) +
+           held_bytes(sc.slot_at) + held_bytes(sc.position_of) + held_bytes(sc.xe) + held_bytes(sc.xe_q) +
+           held_bytes(sc.g) + held_bytes(sc.u) + held_bytes(sc.act) + held_bytes(sc.y) + held_bytes(sc.x_q) +
+           held_bytes(sc.sg) + held_bytes(sc.su) + held_bytes(sc.sact) + held_bytes(sc.shared) + held_bytes(sc.jobs);
+}
+
 namespace {
 
 float sqrt_softplus(float x) {
@@ -65,8 +72,8 @@ void top_k(const std::vector<float>& v, int64_t k, std::vector<int32_t>& idx) {
 void route_tokens(model_impl& m, moe_scratch& sc, const moe_weights& mw, bool hash, const batch& b) {
     const int64_t E = m.cfg.n_routed_experts, k = m.cfg.num_experts_per_tok;
     const bool official = m.opt.numerics == numerics_mode::official;
-    sc.expert.resize(static_cast<size_t>(b.rows * k));
-    sc.weight.resize(static_cast<size_t>(b.rows * k));
+    fit(sc.expert, b.rows * k);
+    fit(sc.weight, b.rows * k);
     m.pool->parallel_for(b.rows, 1, [&](int64_t r0, int64_t r1) {
         thread_local std::vector<float> s, biased;
         thread_local std::vector<int32_t> sel;
@@ -100,8 +107,8 @@ void group_by_expert(const model_impl& m, moe_scratch& sc, const std::vector<flo
     sc.first.assign(static_cast<size_t>(E + 1), 0);
     for (int64_t s = 0; s < S; ++s) ++sc.first[static_cast<size_t>(sc.expert[static_cast<size_t>(s)] + 1)];
     for (int64_t e = 0; e < E; ++e) sc.first[static_cast<size_t>(e + 1)] += sc.first[static_cast<size_t>(e)];
-    sc.slot_at.resize(static_cast<size_t>(S));
-    sc.position_of.resize(static_cast<size_t>(S));
+    fit(sc.slot_at, S);
+    fit(sc.position_of, S);
     // first[e] serves as expert e's fill cursor (ending at its group's end), then shifts back.
     for (int64_t s = 0; s < S; ++s) {
         const int32_t e = sc.expert[static_cast<size_t>(s)];
@@ -110,7 +117,7 @@ void group_by_expert(const model_impl& m, moe_scratch& sc, const std::vector<flo
     }
     for (int64_t e = E; e > 0; --e) sc.first[static_cast<size_t>(e)] = sc.first[static_cast<size_t>(e - 1)];
     sc.first[0] = 0;
-    sc.xe.resize(static_cast<size_t>(S * d));
+    fit(sc.xe, S * d);
     for (int64_t p = 0; p < S; ++p) {
         const int64_t s = sc.slot_at[static_cast<size_t>(p)];
         sc.position_of[static_cast<size_t>(s)] = p;
@@ -138,10 +145,10 @@ void run_gate_up(model_impl& m, moe_scratch& sc, const moe_weights& mw, const st
     const bool official = m.opt.numerics == numerics_mode::official;
     const float* xe_q = official ? quantized_rows(sc.xe, S, d, sc.xe_q) : nullptr;
     const float* x_q = official ? quantized_rows(x, T, d, sc.x_q) : nullptr;
-    sc.g.resize(static_cast<size_t>(S * I));
-    sc.u.resize(static_cast<size_t>(S * I));
-    sc.sg.resize(static_cast<size_t>(T * I));
-    sc.su.resize(static_cast<size_t>(T * I));
+    fit(sc.g, S * I);
+    fit(sc.u, S * I);
+    fit(sc.sg, T * I);
+    fit(sc.su, T * I);
     sc.jobs.clear();
     // The shared expert first (see run_down).
     sc.jobs.push_back(job_for(m, mw.shared.w1, x.data(), x_q, T, sc.sg.data()));
@@ -157,8 +164,8 @@ void run_gate_up(model_impl& m, moe_scratch& sc, const moe_weights& mw, const st
     cpu::linear_group(*m.pool, sc.jobs);
 
     const float limit = static_cast<float>(m.cfg.swiglu_limit);
-    sc.act.resize(static_cast<size_t>(S * I));
-    sc.sact.resize(static_cast<size_t>(T * I));
+    fit(sc.act, S * I);
+    fit(sc.sact, T * I);
     m.pool->parallel_for(S + T, 16, [&](int64_t i0, int64_t i1) {  // inline for a decode step
         for (int64_t i = i0; i < i1; ++i) {
             if (i >= S) {
@@ -182,8 +189,8 @@ void run_down(model_impl& m, moe_scratch& sc, const moe_weights& mw, int64_t T) 
     const bool official = m.opt.numerics == numerics_mode::official;
     const float* act_q = official ? quantized_rows(sc.act, S, I, sc.g) : nullptr;     // g is free now
     const float* sact_q = official ? quantized_rows(sc.sact, T, I, sc.sg) : nullptr;  // sg too
-    sc.y.resize(static_cast<size_t>(S * d));
-    sc.shared.resize(static_cast<size_t>(T * d));
+    fit(sc.y, S * d);
+    fit(sc.shared, T * d);
     sc.jobs.clear();
     // The shared expert first: it has every row of the step, so its units are the pass's
     // compute-heavy ones, and the routed experts' few-row units are memory-bound. Last, they made
@@ -213,7 +220,7 @@ void model_impl::moe(int64_t layer, const batch& b, const std::vector<float>& x,
     group_by_expert(*this, sc, x, T);
     run_gate_up(*this, sc, mw, x, T);
     run_down(*this, sc, mw, T);
-    out.resize(static_cast<size_t>(T * d));
+    fit(out, T * d);
     // Row r: ((0 + w_1·y_1) + w_2·y_2 + …) + shared, in slot order (experts ascending), like HF's
     // index_add — through cpu::axpys (AVX2: the row in registers across slots) with each product
     // and sum rounded, the same per element as the scalar loop it replaced. Official numerics

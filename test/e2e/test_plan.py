@@ -102,3 +102,37 @@ def test_a_budget_that_does_not_fit_is_reported_not_refused():
                         (["--set", f"cache.memory_bytes={need - 1}"], False)]:
         q = json.loads(run_tandem("plan", "--json", "--model", flash, *extra).stdout)
         assert q["budget"]["fits"] is fits, (extra, q["budget"])
+
+
+def test_plan_reports_the_step_buffers_and_memory_fraction_leaves_them_room():
+    """The CPU forward's step buffers at the largest step the scheduler can build: reported beside
+    an explicit cache.memory_bytes, taken out of MemAvailable before cache.memory_fraction."""
+    flash = str(CONFIGS / "deepseek-v4-flash.json")
+
+    def step_buffers(*extra):
+        r = run_tandem("plan", "--json", "--model", flash, "--set", "cache.kv_dtype=fp8",
+                       "--set", "cache.index_k_dtype=fp8", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    fixed = step_buffers("--set", "cache.memory_bytes=68719476736",
+                         "--set", "scheduler.max_prefill_tokens=2048", "--set", "scheduler.max_running_requests=64")
+    b = fixed["step_buffers"]
+    assert b["reserved"] is False and b["tokens"] == 2048 + 64 and b["sequences"] == 64
+    assert b["bytes"] == b["activations"] + b["context"] + b["logits"] + b["per_thread"]
+    # Every row's logits (prompt logprobs can ask for them) and forward_output's copy, fp32.
+    assert b["logits"] >= 2 * 4 * b["tokens"] * 129280
+    # ~0.85 MB of activations per token at Flash's widths (measured on flash-slice: 0.8-0.9).
+    assert 0.7e6 < b["activations"] / b["tokens"] < 1.1e6
+    half = step_buffers("--set", "cache.memory_bytes=68719476736",
+                        "--set", "scheduler.max_prefill_tokens=1024", "--set", "scheduler.max_running_requests=64")
+    assert half["step_buffers"]["activations"] < 0.6 * b["activations"]
+
+    frac = step_buffers("--set", "cache.memory_bytes=0", "--set", "cache.memory_fraction=0.5")
+    assert frac["step_buffers"]["reserved"] is True and frac["step_buffers"]["bytes"] > 0
+    r = run_tandem("plan", "--model", flash, "--set", "cache.memory_bytes=0", "--set", "cache.memory_fraction=0.5")
+    assert "taken out of MemAvailable before cache.memory_fraction" in r.stdout
+    # A machine whose available memory the step buffers alone exceed: a startup error naming the keys.
+    huge = run_tandem("plan", "--model", flash, "--set", "cache.memory_bytes=0", "--set", "cache.memory_fraction=0.5",
+                      "--set", "scheduler.max_prefill_tokens=16000000")
+    assert huge.returncode == 2 and "scheduler.max_prefill_tokens" in huge.stderr, huge.stderr
