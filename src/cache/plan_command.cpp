@@ -146,9 +146,14 @@ result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fracti
     return static_cast<int64_t>(static_cast<double>(available - reserved_bytes) * memory_fraction);
 }
 
+int engines_in_process(const config& cfg) {
+    return cfg.topology.mode == "pd" && cfg.topology.role == "both" ? 2 : 1;
+}
+
 result<memory_budget> resolve_memory_budget(const config& cfg, const model::model_config& model, const layout_spec& layout) {
     // Contexts fill the pool the budget would give without the reservation: more than the
     // reduced pool holds, so the reservation is an upper bound.
+    const int engines = engines_in_process(cfg);
     auto unreserved = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction);
     if (!unreserved) return unreserved.error();
     const int64_t context = static_cast<int64_t>(static_cast<double>(*unreserved) / std::max(layout.bytes_per_token(), 1.0));
@@ -158,10 +163,12 @@ result<memory_budget> resolve_memory_budget(const config& cfg, const model::mode
     const int threads = cfg.backend.threads > 0 ? static_cast<int>(cfg.backend.threads)
                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     b.step_buffers = model::step_buffer_bound(model, b.largest_step, numerics, threads);
-    auto pool = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction, b.step_buffers.total());
+    auto pool = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction, engines * b.step_buffers.total());
     if (!pool) return pool.error();
-    b.pool_bytes = *pool;
+    // cache.memory_bytes is each engine's; a fraction of the memory is shared by the engines.
     b.step_buffers_reserved = cfg.cache.memory_bytes <= 0;
+    b.pool_bytes = b.step_buffers_reserved ? *pool / engines : *pool;
+    b.engines = engines;
     return b;
 }
 
@@ -184,7 +191,7 @@ result<cache_plan> make_cache_plan(const model::model_config& model, const std::
     if (!layout.is_ok()) return layout.error();
     auto split = plan_pool_split(*layout, {memory_bytes, max_sequences});
     if (!split.is_ok()) return split.error();
-    return cache_plan{origin, model, *layout, memory_bytes, *split, {}, 0, 0, {}, {}, false};
+    return cache_plan{origin, model, *layout, memory_bytes, *split, {}, 0, 0, {}, {}, false, 1};
 }
 
 namespace {
@@ -231,6 +238,7 @@ result<cache_plan> make_cache_plan(const config& cfg, bool report_misfit) {
         plan->largest_step = budget->largest_step;
         plan->step_buffers = budget->step_buffers;
         plan->step_buffers_reserved = budget->step_buffers_reserved;
+        plan->engines = budget->engines;
     }
     if (plan.is_ok() && cfg.cache.prefix_cache) {
         plan->host_memory_bytes = cfg.cache.host_memory_bytes;
@@ -240,7 +248,7 @@ result<cache_plan> make_cache_plan(const config& cfg, bool report_misfit) {
     }
     if (plan.is_ok() || !report_misfit || plan.error().code() != error_code::out_of_range) return plan;
     cache_plan misfit{path, *model, *layout, pool_bytes, {}, {}, 0, 0, budget->largest_step, budget->step_buffers,
-                      budget->step_buffers_reserved};
+                      budget->step_buffers_reserved, budget->engines};
     misfit.does_not_fit = describe_misfit(*layout, pool_bytes, cfg.scheduler.max_running_requests, plan.error());
     return misfit;
 }
@@ -332,6 +340,7 @@ std::string render_plan_text(const cache_plan& p) {
         s += fmt::format("budget {} B ({}) DOES NOT FIT: {}\n", p.memory_bytes,
                          human(static_cast<double>(p.memory_bytes)), p.does_not_fit);
     } else {
+        if (p.engines > 1) s += fmt::format("{} engines in this process (pd, role both): the budget below is each one's\n", p.engines);
         s += fmt::format("budget {} B ({}): {} sequence slots + {} pages = {} tokens of history\n",
                      p.memory_bytes, human(static_cast<double>(p.memory_bytes)), p.split.num_slots,
                          p.split.num_pages, p.split.tokens);
@@ -399,6 +408,7 @@ std::string render_plan_json(const cache_plan& p) {
     const capacity c = compute_capacity(p);
     w.key("budget").begin_object();
     w.key("memory_bytes").value(p.memory_bytes);
+    w.key("engines").value(int64_t{p.engines});
     w.key("fits").value(p.does_not_fit.empty());
     if (!p.does_not_fit.empty()) w.key("does_not_fit").value(p.does_not_fit);
     w.key("sequence_slots").value(p.split.num_slots);

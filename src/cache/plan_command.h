@@ -37,6 +37,7 @@ struct cache_plan {
     model::step_shape largest_step;
     model::step_memory step_buffers;
     bool step_buffers_reserved = false;  // taken out of MemAvailable (cache.memory_fraction)
+    int engines = 1;                     // engines of the process, each with this budget (pd role both: 2)
 };
 
 // The pool budget and, beside it, the CPU forward's step buffers.
@@ -45,17 +46,22 @@ struct memory_budget {
     model::step_shape largest_step;
     model::step_memory step_buffers;
     bool step_buffers_reserved = false;  // cache.memory_fraction: the pool is what they leave
+    int engines = 1;                     // engines in this process (pd role both: 2), each with a pool
 };
+
+// Engines this process runs, each with its own pool and step buffers: 2 for pd with role both.
+int engines_in_process(const config& cfg);
 
 // <model.path>/config.json, or model.path itself when it names a .json file.
 std::string model_config_path(const config& cfg);
 // memory_bytes when > 0, else fraction x (MemAvailable (/proc/meminfo) - reserved_bytes); errors
 // when MemAvailable does not exceed reserved_bytes.
 result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fraction, int64_t reserved_bytes = 0);
-// The budget for this configuration and model: the step buffers of the largest step
-// (scheduler.max_prefill_tokens + max_running_requests rows, contexts filling the pool) are
-// reserved first when the budget is cache.memory_fraction; with cache.memory_bytes they are only
-// reported (that budget is the operator's).
+// The budget of each engine for this configuration and model: with cache.memory_fraction the
+// step buffers of the largest step (scheduler.max_prefill_tokens + max_running_requests rows,
+// contexts filling the pool) are reserved first, for every engine of the process, and the engines
+// split the rest (pd role both: two pools of half); with cache.memory_bytes that is each engine's
+// pool and the step buffers are only reported (that budget is the operator's).
 result<memory_budget> resolve_memory_budget(const config& cfg, const model::model_config& model, const layout_spec& layout);
 // The layout options from the [cache] section (errors name the key).
 result<layout_options> layout_options_from(const config& cfg);

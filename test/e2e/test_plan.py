@@ -136,3 +136,26 @@ def test_plan_reports_the_step_buffers_and_memory_fraction_leaves_them_room():
     huge = run_tandem("plan", "--model", flash, "--set", "cache.memory_bytes=0", "--set", "cache.memory_fraction=0.5",
                       "--set", "scheduler.max_prefill_tokens=16000000")
     assert huge.returncode == 2 and "scheduler.max_prefill_tokens" in huge.stderr, huge.stderr
+
+
+def test_pd_in_one_process_splits_a_memory_fraction_between_its_two_engines():
+    """pd with role both runs two engines, each with a pool and step buffers: a fraction of the
+    memory is split between them (it used to be given to each); cache.memory_bytes stays each one's."""
+    flash = str(CONFIGS / "deepseek-v4-flash.json")
+
+    def budget(*extra):
+        r = run_tandem("plan", "--json", "--model", flash, "--set", "cache.kv_dtype=fp8",
+                       "--set", "cache.index_k_dtype=fp8", "--set", "scheduler.max_prefill_tokens=256",
+                       "--set", "scheduler.max_running_requests=4", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["budget"]
+
+    single = budget("--set", "cache.memory_bytes=0", "--set", "cache.memory_fraction=0.5")
+    pd = budget("--set", "cache.memory_bytes=0", "--set", "cache.memory_fraction=0.5", "--set", "topology.mode=pd")
+    assert single["engines"] == 1 and pd["engines"] == 2
+    # MemAvailable moves a little between the two runs; the split is a factor of two.
+    assert 0.4 * single["memory_bytes"] < pd["memory_bytes"] < 0.55 * single["memory_bytes"]
+    fixed = budget("--set", "cache.memory_bytes=4294967296", "--set", "topology.mode=pd")
+    assert fixed["engines"] == 2 and fixed["memory_bytes"] == 4294967296
+    r = run_tandem("plan", "--model", flash, "--set", "cache.memory_bytes=4294967296", "--set", "topology.mode=pd")
+    assert "2 engines in this process" in r.stdout
