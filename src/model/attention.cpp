@@ -95,7 +95,7 @@ struct seq_view {
     float* idx = nullptr;            // [n, Di]
     int32_t* comp_slot = nullptr;    // [n]: compressed row → its row in `comp`, −1 if unselected
     float* comp = nullptr;           // [rows some query selected, D], in ascending row order
-    int64_t n_rows = 0, used = 0;    // n; rows in comp
+    int64_t n_rows = 0;
 };
 
 // v[j] = v[j] · scale for j < n; returns the largest of `init` and every v[j] as the loop
@@ -378,39 +378,39 @@ private:
     // Selected rows keep their ascending order in `comp`, so each run of consecutive row indices
     // is one decode_run.
     void decode_selected() {
+        // Each sequence's range of comp holds the most rows its queries can select (the indexer's
+        // top-k per query, at most every row; HCA and short CSA contexts: every row), so the ranges
+        // are known before the selection is counted and one pass numbers and decodes.
         const size_t S = b_.seqs.size();
-        int64_t slots = 0;
-        for (size_t si = 0; si < S; ++si) slots += views_[si].n_rows;
+        int64_t slots = 0, most = 0;
+        for (size_t si = 0; si < S; ++si) {
+            slots += views_[si].n_rows;
+            most += aw_.has_indexer ? std::min(views_[si].n_rows, b_.seqs[si].rows * c_.index_topk) : views_[si].n_rows;
+        }
         fit(sc_.comp_slot, slots);
-        for (size_t si = 0, at = 0; si < S; at += static_cast<size_t>(views_[si].n_rows), ++si)
-            views_[si].comp_slot = &sc_.comp_slot[at];
-        m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
-            for (int64_t si = s0; si < s1; ++si)
-                number_selected(b_.seqs[static_cast<size_t>(si)], views_[static_cast<size_t>(si)]);
-        });
-        int64_t used = 0;
-        for (size_t si = 0; si < S; ++si) used += views_[si].used;
-        fit(sc_.comp, used * D_);
-        for (size_t si = 0, at = 0; si < S; at += static_cast<size_t>(views_[si].used), ++si)
-            views_[si].comp = &sc_.comp[at * static_cast<size_t>(D_)];
+        fit(sc_.comp, most * D_);
+        for (size_t si = 0, at = 0, row = 0; si < S; ++si) {
+            seq_view& v = views_[si];
+            v.comp_slot = &sc_.comp_slot[at];
+            v.comp = &sc_.comp[row * static_cast<size_t>(D_)];
+            at += static_cast<size_t>(v.n_rows);
+            row += static_cast<size_t>(aw_.has_indexer ? std::min(v.n_rows, b_.seqs[si].rows * c_.index_topk) : v.n_rows);
+        }
         m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
             for (int64_t si = s0; si < s1; ++si)
                 decode_seq_selected(b_.seqs[static_cast<size_t>(si)], views_[static_cast<size_t>(si)]);
         });
     }
 
-    // comp_slot: each compressed row some query of the sequence selected gets the next row of comp.
-    void number_selected(const batch_seq& s, seq_view& v) const {
+    // comp_slot: each compressed row some query of the sequence selected gets the next row of
+    // comp, ascending; then each run of consecutive selected rows is one decode_run.
+    void decode_seq_selected(const batch_seq& s, seq_view& v) const {
         std::fill_n(v.comp_slot, v.n_rows, -1);
         for (int64_t r = s.row0; r < s.row0 + s.rows; ++r)
             for (int32_t wv : selected_[static_cast<size_t>(r)]) v.comp_slot[wv] = 0;
         int32_t used = 0;
         for (int64_t wv = 0; wv < v.n_rows; ++wv)
             if (v.comp_slot[wv] == 0) v.comp_slot[wv] = used++;
-        v.used = used;
-    }
-
-    void decode_seq_selected(const batch_seq& s, const seq_view& v) const {
         for (int64_t wv = 0; wv < v.n_rows;) {
             const int32_t slot = v.comp_slot[wv];
             if (slot < 0) {
