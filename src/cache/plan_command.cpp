@@ -327,13 +327,15 @@ std::string render_plan_text(const cache_plan& p) {
         const model::step_memory& b = p.step_buffers;
         s += fmt::format("CPU forward step buffers (besides the pool; {}): "
                          "{} B ({}) at the largest step of {} tokens over {} sequences, contexts {} tokens: "
-                         "activations {}, decoded context {}, logits {}, per-thread scratch {}\n",
+                         "activations {}, decoded context {}, logits {} (+ {} of copies handed back), "
+                         "per-thread scratch {}\n",
                          p.step_buffers_reserved ? "taken out of MemAvailable before cache.memory_fraction"
                                                  : "not part of cache.memory_bytes: leave room for them",
                          b.total(), human(static_cast<double>(b.total())), p.largest_step.tokens,
                          p.largest_step.sequences, p.largest_step.context_tokens,
                          human(static_cast<double>(b.activations)), human(static_cast<double>(b.context)),
-                         human(static_cast<double>(b.logits)), human(static_cast<double>(b.per_thread)));
+                         human(static_cast<double>(b.logits)), human(static_cast<double>(b.logit_copies)),
+                         human(static_cast<double>(b.per_thread)));
     }
     const capacity c = compute_capacity(p);
     if (!p.does_not_fit.empty()) {
@@ -400,7 +402,8 @@ std::string render_plan_json(const cache_plan& p) {
     w.key("step_buffers").begin_object();
     w.key("bytes").value(p.step_buffers.total());
     w.key("activations").value(p.step_buffers.activations).key("context").value(p.step_buffers.context);
-    w.key("logits").value(p.step_buffers.logits).key("per_thread").value(p.step_buffers.per_thread);
+    w.key("logits").value(p.step_buffers.logits).key("logit_copies").value(p.step_buffers.logit_copies);
+    w.key("per_thread").value(p.step_buffers.per_thread);
     w.key("tokens").value(p.largest_step.tokens).key("sequences").value(p.largest_step.sequences);
     w.key("context_tokens").value(p.largest_step.context_tokens);
     w.key("reserved").value(p.step_buffers_reserved);

@@ -41,8 +41,8 @@ void run_step(session& ss, const std::vector<forward_item>& items, step_shape& m
 }
 
 // What the model's own buffers may hold: the bound less the per-thread scratch (not counted by
-// step_buffer_bytes) and less forward_output's copy of the logits (the caller's).
-int64_t model_held_limit(const step_memory& b) { return b.total() - b.per_thread - b.logits / 2; }
+// step_buffer_bytes) and less the logits' copies (the callers').
+int64_t model_held_limit(const step_memory& b) { return b.total() - b.per_thread - b.logit_copies; }
 
 }  // namespace
 
