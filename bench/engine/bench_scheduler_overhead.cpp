@@ -61,7 +61,9 @@ result<run_result> run_batch(const std::string& model_dir, int64_t batch, int64_
     cache::layout_options lo;
     lo.kv = cache::kv_dtype::bf16;
     lo.index_k = cache::index_k_dtype::bf16;
-    auto plan = cache::make_cache_plan((*m)->config(), model_dir, lo, int64_t{2} << 30, batch);
+    auto layout = cache::layout_spec::create((*m)->config(), lo);
+    if (!layout) return layout.error();
+    auto plan = cache::make_cache_plan((*m)->config(), model_dir, *layout, int64_t{2} << 30, batch);
     if (!plan) return plan.error();
     auto pool = cache::page_pool::create(plan->layout, {plan->memory_bytes, plan->split.num_slots});
     if (!pool) return pool.error();

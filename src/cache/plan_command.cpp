@@ -125,13 +125,16 @@ std::string model_config_path(const config& cfg) {
     return p + "/config.json";
 }
 
-result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fraction, int64_t reserved_bytes) {
+namespace {
+
+// memory_bytes when > 0, else fraction × (available − reserved_bytes); `available` is MemAvailable,
+// read once by the caller (only when memory_bytes is 0).
+result<int64_t> pool_budget(int64_t memory_bytes, double memory_fraction, int64_t reserved_bytes, int64_t available) {
     if (memory_bytes > 0) return memory_bytes;
     if (!(memory_fraction > 0.0 && memory_fraction <= 1.0)) {
         return make_error(error_code::invalid_argument,
                           "cache.memory_fraction: must be in (0, 1] when cache.memory_bytes = 0");
     }
-    const int64_t available = model::memory_available_bytes();
     if (available <= 0)
         return make_error(error_code::unavailable,
                           "cache.memory_bytes is 0 and MemAvailable is not in /proc/meminfo: "
@@ -146,29 +149,40 @@ result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fracti
     return static_cast<int64_t>(static_cast<double>(available - reserved_bytes) * memory_fraction);
 }
 
+int64_t available_unless_fixed(int64_t memory_bytes) {
+    return memory_bytes > 0 ? 0 : model::memory_available_bytes();
+}
+
+}  // namespace
+
+result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fraction, int64_t reserved_bytes) {
+    return pool_budget(memory_bytes, memory_fraction, reserved_bytes, available_unless_fixed(memory_bytes));
+}
+
 int engines_in_process(const config& cfg) {
     return cfg.topology.mode == "pd" && cfg.topology.role == "both" ? 2 : 1;
 }
 
 result<memory_budget> resolve_memory_budget(const config& cfg, const model::model_config& model, const layout_spec& layout) {
+    const int64_t available = available_unless_fixed(cfg.cache.memory_bytes);
     // Contexts fill the pool the budget would give without the reservation: more than the
     // reduced pool holds, so the reservation is an upper bound.
-    const int engines = engines_in_process(cfg);
-    auto unreserved = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction);
+    auto unreserved = pool_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction, 0, available);
     if (!unreserved) return unreserved.error();
     const int64_t context = static_cast<int64_t>(static_cast<double>(*unreserved) / std::max(layout.bytes_per_token(), 1.0));
     memory_budget b;
-    b.largest_step = model::largest_step(model, cfg.scheduler.max_prefill_tokens, cfg.scheduler.max_running_requests, context);
+    step_reservation& step = b.step;
+    step.largest_step = model::largest_step(model, cfg.scheduler.max_prefill_tokens, cfg.scheduler.max_running_requests, context);
     const auto numerics = cfg.model.numerics == "official" ? model::numerics_mode::official : model::numerics_mode::hf;
     const int threads = cfg.backend.threads > 0 ? static_cast<int>(cfg.backend.threads)
                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    b.step_buffers = model::step_buffer_bound(model, b.largest_step, numerics, threads);
-    auto pool = resolve_memory_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction, engines * b.step_buffers.total());
+    step.buffers = model::step_buffer_bound(model, step.largest_step, numerics, threads);
+    step.engines = engines_in_process(cfg);
+    step.reserved = cfg.cache.memory_bytes <= 0;
+    auto pool = pool_budget(cfg.cache.memory_bytes, cfg.cache.memory_fraction, step.engines * step.buffers.total(), available);
     if (!pool) return pool.error();
     // cache.memory_bytes is each engine's; a fraction of the memory is shared by the engines.
-    b.step_buffers_reserved = cfg.cache.memory_bytes <= 0;
-    b.pool_bytes = b.step_buffers_reserved ? *pool / engines : *pool;
-    b.engines = engines;
+    b.pool_bytes = step.reserved ? *pool / step.engines : *pool;
     return b;
 }
 
@@ -185,13 +199,10 @@ result<layout_options> layout_options_from(const config& cfg) {
 }
 
 result<cache_plan> make_cache_plan(const model::model_config& model, const std::string& origin,
-                                   const layout_options& opt, int64_t memory_bytes,
-                                   int64_t max_sequences) {
-    auto layout = layout_spec::create(model, opt);
-    if (!layout.is_ok()) return layout.error();
-    auto split = plan_pool_split(*layout, {memory_bytes, max_sequences});
+                                   const layout_spec& layout, int64_t memory_bytes, int64_t max_sequences) {
+    auto split = plan_pool_split(layout, {memory_bytes, max_sequences});
     if (!split.is_ok()) return split.error();
-    return cache_plan{origin, model, *layout, memory_bytes, *split, {}, 0, 0, {}, {}, false, 1};
+    return cache_plan{origin, model, layout, memory_bytes, *split, {}, 0, 0, {}};
 }
 
 namespace {
@@ -233,13 +244,8 @@ result<cache_plan> make_cache_plan(const config& cfg, bool report_misfit) {
     auto budget = resolve_memory_budget(cfg, *model, *layout);
     if (!budget.is_ok()) return budget.error();
     const int64_t pool_bytes = budget->pool_bytes;
-    auto plan = make_cache_plan(*model, path, *opt, pool_bytes, cfg.scheduler.max_running_requests);
-    if (plan.is_ok()) {
-        plan->largest_step = budget->largest_step;
-        plan->step_buffers = budget->step_buffers;
-        plan->step_buffers_reserved = budget->step_buffers_reserved;
-        plan->engines = budget->engines;
-    }
+    auto plan = make_cache_plan(*model, path, *layout, pool_bytes, cfg.scheduler.max_running_requests);
+    if (plan.is_ok()) plan->step = budget->step;
     if (plan.is_ok() && cfg.cache.prefix_cache) {
         plan->host_memory_bytes = cfg.cache.host_memory_bytes;
         plan->snapshot_memory_bytes = cfg.cache.snapshot_memory_bytes > 0
@@ -247,8 +253,7 @@ result<cache_plan> make_cache_plan(const config& cfg, bool report_misfit) {
                                           : pool_bytes / 8;
     }
     if (plan.is_ok() || !report_misfit || plan.error().code() != error_code::out_of_range) return plan;
-    cache_plan misfit{path, *model, *layout, pool_bytes, {}, {}, 0, 0, budget->largest_step, budget->step_buffers,
-                      budget->step_buffers_reserved, budget->engines};
+    cache_plan misfit{path, *model, *layout, pool_bytes, {}, {}, 0, 0, budget->step};
     misfit.does_not_fit = describe_misfit(*layout, pool_bytes, cfg.scheduler.max_running_requests, plan.error());
     return misfit;
 }
@@ -323,16 +328,16 @@ std::string render_plan_text(const cache_plan& p) {
     } else if (p.snapshot_memory_bytes > 0) {
         s += "  host tier: off (cache.host_memory_bytes = 0)\n";
     }
-    if (p.step_buffers.total() > 0) {
-        const model::step_memory& b = p.step_buffers;
+    if (p.step.buffers.total() > 0) {
+        const model::step_memory& b = p.step.buffers;
         s += fmt::format("CPU forward step buffers (besides the pool; {}): "
                          "{} B ({}) at the largest step of {} tokens over {} sequences, contexts {} tokens: "
                          "activations {}, decoded context {}, logits {} (+ {} of copies handed back), "
                          "per-thread scratch {}\n",
-                         p.step_buffers_reserved ? "taken out of MemAvailable before cache.memory_fraction"
+                         p.step.reserved ? "taken out of MemAvailable before cache.memory_fraction"
                                                  : "not part of cache.memory_bytes: leave room for them",
-                         b.total(), human(static_cast<double>(b.total())), p.largest_step.tokens,
-                         p.largest_step.sequences, p.largest_step.context_tokens,
+                         b.total(), human(static_cast<double>(b.total())), p.step.largest_step.tokens,
+                         p.step.largest_step.sequences, p.step.largest_step.context_tokens,
                          human(static_cast<double>(b.activations)), human(static_cast<double>(b.context)),
                          human(static_cast<double>(b.logits)), human(static_cast<double>(b.logit_copies)),
                          human(static_cast<double>(b.per_thread)));
@@ -342,7 +347,8 @@ std::string render_plan_text(const cache_plan& p) {
         s += fmt::format("budget {} B ({}) DOES NOT FIT: {}\n", p.memory_bytes,
                          human(static_cast<double>(p.memory_bytes)), p.does_not_fit);
     } else {
-        if (p.engines > 1) s += fmt::format("{} engines in this process (pd, role both): the budget below is each one's\n", p.engines);
+        if (p.step.engines > 1)
+            s += fmt::format("{} engines in this process (pd, role both): the budget below is each one's\n", p.step.engines);
         s += fmt::format("budget {} B ({}): {} sequence slots + {} pages = {} tokens of history\n",
                      p.memory_bytes, human(static_cast<double>(p.memory_bytes)), p.split.num_slots,
                          p.split.num_pages, p.split.tokens);
@@ -400,18 +406,18 @@ std::string render_plan_json(const cache_plan& p) {
     w.key("host_tokens").value(host_tier_pages(l, p.host_memory_bytes) * l.page_size());
     w.end_object();
     w.key("step_buffers").begin_object();
-    w.key("bytes").value(p.step_buffers.total());
-    w.key("activations").value(p.step_buffers.activations).key("context").value(p.step_buffers.context);
-    w.key("logits").value(p.step_buffers.logits).key("logit_copies").value(p.step_buffers.logit_copies);
-    w.key("per_thread").value(p.step_buffers.per_thread);
-    w.key("tokens").value(p.largest_step.tokens).key("sequences").value(p.largest_step.sequences);
-    w.key("context_tokens").value(p.largest_step.context_tokens);
-    w.key("reserved").value(p.step_buffers_reserved);
+    w.key("bytes").value(p.step.buffers.total());
+    w.key("activations").value(p.step.buffers.activations).key("context").value(p.step.buffers.context);
+    w.key("logits").value(p.step.buffers.logits).key("logit_copies").value(p.step.buffers.logit_copies);
+    w.key("per_thread").value(p.step.buffers.per_thread);
+    w.key("tokens").value(p.step.largest_step.tokens).key("sequences").value(p.step.largest_step.sequences);
+    w.key("context_tokens").value(p.step.largest_step.context_tokens);
+    w.key("reserved").value(p.step.reserved);
     w.end_object();
     const capacity c = compute_capacity(p);
     w.key("budget").begin_object();
     w.key("memory_bytes").value(p.memory_bytes);
-    w.key("engines").value(int64_t{p.engines});
+    w.key("engines").value(int64_t{p.step.engines});
     w.key("fits").value(p.does_not_fit.empty());
     if (!p.does_not_fit.empty()) w.key("does_not_fit").value(p.does_not_fit);
     w.key("sequence_slots").value(p.split.num_slots);

@@ -21,6 +21,14 @@
 
 namespace tandem::cache {
 
+// The CPU forward's step buffers at the largest step, beside the pool(s).
+struct step_reservation {
+    model::step_shape largest_step;
+    model::step_memory buffers;
+    bool reserved = false;  // taken out of MemAvailable before cache.memory_fraction
+    int engines = 1;        // engines of the process, each with a pool and these buffers (pd role both: 2)
+};
+
 struct cache_plan {
     std::string model_config_path;
     model::model_config model;
@@ -33,20 +41,13 @@ struct cache_plan {
     // Prefix cache (make_cache_plan(cfg) fills these from [cache]; 0 when off or unknown).
     int64_t host_memory_bytes = 0;      // cache.host_memory_bytes
     int64_t snapshot_memory_bytes = 0;  // resolved snapshot budget
-    // The CPU forward's step buffers at the largest step (make_cache_plan(cfg) fills these).
-    model::step_shape largest_step;
-    model::step_memory step_buffers;
-    bool step_buffers_reserved = false;  // taken out of MemAvailable (cache.memory_fraction)
-    int engines = 1;                     // engines of the process, each with this budget (pd role both: 2)
+    step_reservation step;  // make_cache_plan(cfg) fills it
 };
 
-// The pool budget and, beside it, the CPU forward's step buffers.
+// Each engine's pool budget and, beside it, the step buffers.
 struct memory_budget {
     int64_t pool_bytes = 0;
-    model::step_shape largest_step;
-    model::step_memory step_buffers;
-    bool step_buffers_reserved = false;  // cache.memory_fraction: the pool is what they leave
-    int engines = 1;                     // engines in this process (pd role both: 2), each with a pool
+    step_reservation step;
 };
 
 // Engines this process runs, each with its own pool and step buffers: 2 for pd with role both.
@@ -71,8 +72,7 @@ result<layout_options> layout_options_from(const config& cfg);
 result<cache_plan> make_cache_plan(const config& cfg, bool report_misfit = false);
 // The same from an already-parsed model (tests, and the server once it loaded the model).
 result<cache_plan> make_cache_plan(const model::model_config& model, const std::string& origin,
-                                   const layout_options& opt, int64_t memory_bytes,
-                                   int64_t max_sequences);
+                                   const layout_spec& layout, int64_t memory_bytes, int64_t max_sequences);
 
 // Human-readable summary; the server logs this at startup.
 std::string render_plan_text(const cache_plan& plan);

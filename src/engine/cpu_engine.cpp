@@ -117,12 +117,9 @@ result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model
     if (!layout) return layout.error();
     result<cache::memory_budget> budget = cache::resolve_memory_budget(cfg, (*m)->config(), *layout);
     if (!budget) return budget.error();
-    TANDEM_LOG_INFO("step buffers of the CPU forward: up to {:.1f} MiB at the largest step ({} tokens, {} sequences){}",
-                    double(budget->step_buffers.total()) / (1 << 20), budget->largest_step.tokens,
-                    budget->largest_step.sequences,
-                    cfg.cache.memory_bytes > 0 ? " (not counted in cache.memory_bytes)" : ", reserved before cache.memory_fraction");
+    // The step buffers are in the plan summary the server logged before loading (api/serve.cpp).
     result<cache::cache_plan> plan = cache::make_cache_plan(
-        (*m)->config(), cfg.model.path, *lo, budget->pool_bytes, cfg.scheduler.max_running_requests);
+        (*m)->config(), cfg.model.path, *layout, budget->pool_bytes, cfg.scheduler.max_running_requests);
     if (!plan) return plan.error();
     result<std::unique_ptr<cache::page_pool>> pool = cache::page_pool::create(
         plan->layout, cache::pool_options{plan->memory_bytes, plan->split.num_slots});

@@ -160,10 +160,8 @@ struct attention_scratch {
 };
 
 int64_t held_bytes(const attention_scratch& sc) {
-    int64_t bytes = held_bytes(sc.qr) + held_bytes(sc.q) + held_bytes(sc.kv) + held_bytes(sc.qi) + held_bytes(sc.iw) +
-                    held_bytes(sc.o) + held_bytes(sc.z) + held_bytes(sc.ckv) + held_bytes(sc.cg) + held_bytes(sc.ickv) +
-                    held_bytes(sc.icg) + held_bytes(sc.views) + held_bytes(sc.window) + held_bytes(sc.idx) +
-                    held_bytes(sc.comp) + held_bytes(sc.comp_slot) + held_bytes(sc.seq_of) + held_bytes(sc.selected);
+    int64_t bytes = held_bytes_of(sc.qr, sc.q, sc.kv, sc.qi, sc.iw, sc.o, sc.z, sc.ckv, sc.cg, sc.ickv, sc.icg, sc.views,
+                                  sc.window, sc.idx, sc.comp, sc.comp_slot, sc.seq_of, sc.selected);
     for (const std::vector<int32_t>& sel : sc.selected) bytes += held_bytes(sel);
     return bytes;
 }
@@ -382,19 +380,19 @@ private:
         // top-k per query, at most every row; HCA and short CSA contexts: every row), so the ranges
         // are known before the selection is counted and one pass numbers and decodes.
         const size_t S = b_.seqs.size();
+        const auto selectable = [&](size_t si) {
+            const int64_t n = views_[si].n_rows;
+            return aw_.has_indexer ? std::min(n, b_.seqs[si].rows * c_.index_topk) : n;
+        };
         int64_t slots = 0, most = 0;
-        for (size_t si = 0; si < S; ++si) {
-            slots += views_[si].n_rows;
-            most += aw_.has_indexer ? std::min(views_[si].n_rows, b_.seqs[si].rows * c_.index_topk) : views_[si].n_rows;
-        }
+        for (size_t si = 0; si < S; ++si) slots += views_[si].n_rows, most += selectable(si);
         fit(sc_.comp_slot, slots);
         fit(sc_.comp, most * D_);
         for (size_t si = 0, at = 0, row = 0; si < S; ++si) {
-            seq_view& v = views_[si];
-            v.comp_slot = &sc_.comp_slot[at];
-            v.comp = &sc_.comp[row * static_cast<size_t>(D_)];
-            at += static_cast<size_t>(v.n_rows);
-            row += static_cast<size_t>(aw_.has_indexer ? std::min(v.n_rows, b_.seqs[si].rows * c_.index_topk) : v.n_rows);
+            views_[si].comp_slot = &sc_.comp_slot[at];
+            views_[si].comp = &sc_.comp[row * static_cast<size_t>(D_)];
+            at += static_cast<size_t>(views_[si].n_rows);
+            row += static_cast<size_t>(selectable(si));
         }
         m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
             for (int64_t si = s0; si < s1; ++si)

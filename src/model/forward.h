@@ -63,10 +63,14 @@ struct moe_scratch;        // moe.cpp: the MoE sublayer's buffers, reused across
 int64_t held_bytes(const attention_scratch& sc);
 int64_t held_bytes(const moe_scratch& sc);
 
-// Bytes a vector's storage holds.
+// Bytes a vector's storage holds, and several vectors' together.
 template <class T>
 int64_t held_bytes(const std::vector<T>& v) {
     return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
+template <class... V>
+int64_t held_bytes_of(const V&... v) {
+    return (held_bytes(v) + ...);
 }
 
 // The block loop's buffers (model.cpp), reused across layers and steps.

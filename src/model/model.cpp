@@ -182,10 +182,9 @@ const weight_memory& model::memory() const { return impl_->w.memory; }
 int64_t model::step_buffer_bytes() const {
     const model_impl& m = *impl_;
     const step_scratch& s = m.step;
-    int64_t bytes = held_bytes(s.b.token) + held_bytes(s.b.pos) + held_bytes(s.b.seqs) + held_bytes(s.h) +
-                    held_bytes(s.x) + held_bytes(s.post) + held_bytes(s.comb) + held_bytes(s.sub) +
-                    held_bytes(s.hc_xn) + held_bytes(s.hc_mix) + held_bytes(s.head_rows) + held_bytes(s.logits);
-    bytes += held_bytes(m.linear_buf.jobs) + held_bytes(m.linear_buf.quantized_src) + held_bytes(m.linear_buf.quantized);
+    int64_t bytes = held_bytes_of(s.b.token, s.b.pos, s.b.seqs, s.h, s.x, s.post, s.comb, s.sub, s.hc_xn, s.hc_mix,
+                                  s.head_rows, s.logits, m.linear_buf.jobs, m.linear_buf.quantized_src,
+                                  m.linear_buf.quantized);
     for (const std::vector<float>& q : m.linear_buf.quantized) bytes += held_bytes(q);
     if (m.attn_scratch) bytes += held_bytes(*m.attn_scratch);
     if (m.moe_buf) bytes += held_bytes(*m.moe_buf);

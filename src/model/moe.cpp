@@ -45,10 +45,8 @@ struct moe_scratch {
 };
 
 int64_t held_bytes(const moe_scratch& sc) {
-    return held_bytes(sc.logits) + held_bytes(sc.expert) + held_bytes(sc.weight) + held_bytes(sc.first) +
-           held_bytes(sc.slot_at) + held_bytes(sc.position_of) + held_bytes(sc.xe) + held_bytes(sc.xe_q) +
-           held_bytes(sc.g) + held_bytes(sc.u) + held_bytes(sc.act) + held_bytes(sc.y) + held_bytes(sc.x_q) +
-           held_bytes(sc.sg) + held_bytes(sc.su) + held_bytes(sc.sact) + held_bytes(sc.shared) + held_bytes(sc.jobs);
+    return held_bytes_of(sc.logits, sc.expert, sc.weight, sc.first, sc.slot_at, sc.position_of, sc.xe, sc.xe_q, sc.g,
+                         sc.u, sc.act, sc.y, sc.x_q, sc.sg, sc.su, sc.sact, sc.shared, sc.jobs);
 }
 
 namespace {
