@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <span>
 
 #include "cache/codec.h"
 #include "core/check.h"
@@ -92,7 +93,6 @@ void round_trip(const cache::row_format& fmt, float* values, std::vector<std::by
 // position could come to hold a long context's rows; flat buffers hold one step's worth.
 struct seq_view {
     float* window = nullptr;         // [W, D] by pos % W (positions before the chunk)
-    float* idx = nullptr;            // [n, Di]
     int32_t* comp_slot = nullptr;    // [n]: compressed row → its row in `comp`, −1 if unselected
     float* comp = nullptr;           // [rows some query selected, D], in ascending row order
     int64_t n_rows = 0;
@@ -125,7 +125,7 @@ float scale_and_max(float* v, int64_t n, float scale, float init) {
 // scores common. This reproduces HF transformers' token-by-token decode exactly; HF's
 // full-sequence prefill also scores the not-yet-visible rows (at −inf), which can break such an
 // exact tie differently — HF's own prefill and decode then disagree, and tandem follows decode.
-void top_k_ascending(const std::vector<float>& v, int64_t k, std::vector<int32_t>& idx) {
+void top_k_ascending(std::span<const float> v, int64_t k, std::vector<int32_t>& idx) {
     const int64_t n = static_cast<int64_t>(v.size());
     idx.clear();
     if (k >= n) {
@@ -153,7 +153,7 @@ void top_k_ascending(const std::vector<float>& v, int64_t k, std::vector<int32_t
 struct attention_scratch {
     std::vector<float> qr, q, kv, qi, iw, o, z, ckv, cg, ickv, icg;  // ickv/icg: the indexer's compressor
     std::vector<seq_view> views;
-    std::vector<float> window, idx, comp;  // every view's rows, sequences back to back
+    std::vector<float> window, comp;  // every view's rows, sequences back to back
     std::vector<int32_t> comp_slot;
     std::vector<int32_t> seq_of;
     std::vector<std::vector<int32_t>> selected;  // resized, never shrunk: inner capacity is kept
@@ -161,7 +161,7 @@ struct attention_scratch {
 
 int64_t held_bytes(const attention_scratch& sc) {
     int64_t bytes = held_bytes_of(sc.qr, sc.q, sc.kv, sc.qi, sc.iw, sc.o, sc.z, sc.ckv, sc.cg, sc.ickv, sc.icg, sc.views,
-                                  sc.window, sc.idx, sc.comp, sc.comp_slot, sc.seq_of, sc.selected);
+                                  sc.window, sc.comp, sc.comp_slot, sc.seq_of, sc.selected);
     for (const std::vector<int32_t>& sel : sc.selected) bytes += held_bytes(sel);
     return bytes;
 }
@@ -274,9 +274,9 @@ private:
         }
     }
 
-    // Decodes each sequence's readable rows once: the window ring (positions before the chunk)
-    // and every index row emitted so far (the indexer scores them all). Compressed KV rows wait
-    // for decode_selected: a long context has far more of them than top-k reads. Sequences run in
+    // Decodes each sequence's window ring once (positions before the chunk). The index rows are
+    // decoded a chunk at a time where they are scored (select_rows), compressed KV rows in
+    // decode_selected: a long context has far more of them than top-k reads. Sequences run in
     // parallel, and rows are decoded in runs as they lie in memory (codec::decode_rows over the
     // ring or a page), not one pool lookup and scalar decode per row: that was ~1.2 µs per bf16
     // row, 0.6 ms of a ~10 ms `small` batch-1 token, serially.
@@ -287,36 +287,27 @@ private:
         for (size_t si = 0; si < S; ++si)
             for (int64_t r = b_.seqs[si].row0; r < b_.seqs[si].row0 + b_.seqs[si].rows; ++r)
                 seq_of_[static_cast<size_t>(r)] = static_cast<int32_t>(si);
-        // Each view's ranges of the flat buffers, sequences back to back.
-        int64_t idx_rows = 0;
+        fit(sc_.window, static_cast<int64_t>(S) * W_ * D_);
         for (size_t si = 0; si < S; ++si) {
             const batch_seq& s = b_.seqs[si];
             views_[si].n_rows = aw_.has_compressor ? (s.start_pos + s.rows) / m_rate_ : 0;
-            if (aw_.has_indexer) idx_rows += views_[si].n_rows;
-        }
-        fit(sc_.window, static_cast<int64_t>(S) * W_ * D_);
-        fit(sc_.idx, idx_rows * Di_);
-        for (size_t si = 0, at = 0; si < S; ++si) {
             views_[si].window = &sc_.window[si * static_cast<size_t>(W_ * D_)];
-            views_[si].idx = aw_.has_indexer ? &sc_.idx[at * static_cast<size_t>(Di_)] : nullptr;
-            if (aw_.has_indexer) at += static_cast<size_t>(views_[si].n_rows);
         }
         m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
             for (int64_t si = s0; si < s1; ++si) read_seq_state(b_.seqs[static_cast<size_t>(si)], views_[static_cast<size_t>(si)]);
         });
     }
 
+    // Only ring slots of positions [start_pos − W, start_pos) are ever read (attend() takes later
+    // positions from the chunk), and each is decoded here: no zero fill. Those positions are at
+    // most two runs of the ring (it wraps once at most).
     void read_seq_state(const batch_seq& s, seq_view& v) const {
-        // Only ring slots of positions [start_pos − W, start_pos) are ever read (attend() takes
-        // later positions from the chunk), and each is decoded below: no zero fill. Those
-        // positions are at most two runs of the ring (it wraps once at most).
         const std::byte* ring = cp_.window_ring(s.slot);
         for (int64_t p = std::max<int64_t>(0, s.start_pos - W_); p < s.start_pos;) {
             const int64_t row = p % W_, n = std::min(s.start_pos - p, W_ - row);
             cache::codec::decode_rows(kv_fmt_, ring + row * kv_fmt_.bytes, n, &v.window[row * D_]);
             p += n;
         }
-        if (aw_.has_indexer) decode_run(s, cache::buffer_kind::index_k, ik_fmt_, 0, v.n_rows, v.idx);
     }
 
     // History rows [first, first + n) of `kind` into out[n, fmt.dims]: one decode_rows per page.
@@ -330,46 +321,77 @@ private:
     }
 
     // Which compressed rows each query attends to: all visible ones (HCA, or CSA with few rows),
-    // else the lightning indexer's top-k.
+    // else the lightning indexer's top-k. Work comes in blocks of up to k_index_queries queries of
+    // one sequence (consecutive rows, so the last sees the most rows).
     void select_rows() {
         if (selected_.size() < static_cast<size_t>(T_)) selected_.resize(static_cast<size_t>(T_));
-        const float idx_scale = 1.0f / std::sqrt(static_cast<float>(Di_));
-        const float head_scale = 1.0f / std::sqrt(static_cast<float>(Hi_));
         m_.pool->parallel_for(T_, 1, [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r) {
-                const int64_t visible = (b_.pos[r] + 1) / m_rate_;
-                auto& sel = selected_[static_cast<size_t>(r)];
-                sel.clear();
-                if (!aw_.has_indexer || visible <= c_.index_topk) {
-                    fit(sel, visible);
-                    std::iota(sel.begin(), sel.end(), 0);
-                    continue;
-                }
-                const seq_view& v = views_[static_cast<size_t>(seq_of_[static_cast<size_t>(r)])];
-                // score[wv] = Σ_h (max(q_h · k_wv, 0) · idx_scale) · (w_h · head_scale), h ascending.
-                // Two heads' dots against every visible row at a time go through cpu::dots_heads
-                // (independent chains, each dot in cpu::dot's order; the AVX-512 kernels score
-                // both heads in one register) rather than one latency-bound dot per (row, head);
-                // each score still adds its heads' terms in ascending h from 0.
-                thread_local std::vector<float> score, dp;
-                thread_local std::vector<const float*> rows;
-                score.assign(static_cast<size_t>(visible), 0.0f);
-                dp.resize(static_cast<size_t>(2 * visible));
-                rows.resize(static_cast<size_t>(visible));
-                for (int64_t wv = 0; wv < visible; ++wv) rows[static_cast<size_t>(wv)] = &v.idx[wv * Di_];
-                for (int64_t h0 = 0; h0 < Hi_; h0 += 2) {
-                    const int64_t heads = std::min<int64_t>(2, Hi_ - h0);
-                    cpu::dots_heads(&qi_[(r * Hi_ + h0) * Di_], Di_, heads, rows.data(), visible, Di_, dp.data(), visible);
-                    for (int64_t h = h0; h < h0 + heads; ++h) {
-                        const float head_weight = iw_[r * Hi_ + h] * head_scale;
-                        const float* d = &dp[static_cast<size_t>((h - h0) * visible)];
-                        for (int64_t wv = 0; wv < visible; ++wv)
-                            score[static_cast<size_t>(wv)] += (std::max(d[wv], 0.0f) * idx_scale) * head_weight;
-                    }
-                }
-                top_k_ascending(score, c_.index_topk, sel);
+            for (int64_t r = r0; r < r1;) {
+                const batch_seq& s = b_.seqs[static_cast<size_t>(seq_of_[static_cast<size_t>(r)])];
+                const int64_t end = std::min({r1, s.row0 + s.rows, r + k_index_queries});
+                select_block(s, r, end);
+                r = end;
             }
         });
+    }
+
+    // Rows [r0, r1) of sequence s. The indexer's rows are decoded a chunk of k_index_chunk at a
+    // time into a per-thread buffer and scored there by every query of the block that sees them:
+    // never the whole history of every sequence at once (at a pool of millions of tokens that
+    // was the largest buffer of a step: Di × 4 bytes per 4 tokens of context), and each chunk is
+    // decoded once per block, not once per query.
+    // score[wv] = Σ_h (max(q_h · k_wv, 0) · idx_scale) · (w_h · head_scale), h ascending: each row's
+    // score is added up within its own chunk, so the chunking changes no bit. Two heads' dots
+    // against the chunk at a time go through cpu::dots_heads (independent chains, each dot in
+    // cpu::dot's order; the AVX-512 kernels score both heads in one register) rather than one
+    // latency-bound dot per (row, head).
+    void select_block(const batch_seq& s, int64_t r0, int64_t r1) {
+        const auto visible_of = [&](int64_t r) { return (b_.pos[r] + 1) / m_rate_; };
+        int64_t first_scored = r1;
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t visible = visible_of(r);
+            auto& sel = selected_[static_cast<size_t>(r)];
+            sel.clear();
+            if (aw_.has_indexer && visible > c_.index_topk) {
+                first_scored = std::min(first_scored, r);
+                continue;
+            }
+            fit(sel, visible);
+            std::iota(sel.begin(), sel.end(), 0);
+        }
+        if (first_scored == r1) return;
+        const int64_t most = visible_of(r1 - 1);  // positions ascend within a sequence's rows
+        const float idx_scale = 1.0f / std::sqrt(static_cast<float>(Di_));
+        const float head_scale = 1.0f / std::sqrt(static_cast<float>(Hi_));
+        thread_local std::vector<float> scores, keys, dp;
+        thread_local std::vector<const float*> key_at;
+        scores.assign(static_cast<size_t>((r1 - first_scored) * most), 0.0f);
+        fit(keys, k_index_chunk * Di_);
+        fit(dp, 2 * k_index_chunk);
+        fit(key_at, k_index_chunk);
+        for (int64_t j = 0; j < k_index_chunk; ++j) key_at[static_cast<size_t>(j)] = &keys[static_cast<size_t>(j * Di_)];
+        for (int64_t c0 = 0; c0 < most; c0 += k_index_chunk) {
+            const int64_t n = std::min(k_index_chunk, most - c0);
+            decode_run(s, cache::buffer_kind::index_k, ik_fmt_, c0, n, keys.data());
+            for (int64_t r = first_scored; r < r1; ++r) {
+                const int64_t count = std::min(n, visible_of(r) - c0);
+                if (count <= 0) continue;  // an earlier query of the block: it sees fewer rows
+                float* score = &scores[static_cast<size_t>((r - first_scored) * most + c0)];
+                for (int64_t h0 = 0; h0 < Hi_; h0 += 2) {
+                    const int64_t heads = std::min<int64_t>(2, Hi_ - h0);
+                    cpu::dots_heads(&qi_[(r * Hi_ + h0) * Di_], Di_, heads, key_at.data(), count, Di_, dp.data(), count);
+                    for (int64_t h = h0; h < h0 + heads; ++h) {
+                        const float head_weight = iw_[r * Hi_ + h] * head_scale;
+                        const float* d = &dp[static_cast<size_t>((h - h0) * count)];
+                        for (int64_t j = 0; j < count; ++j) score[j] += (std::max(d[j], 0.0f) * idx_scale) * head_weight;
+                    }
+                }
+            }
+        }
+        for (int64_t r = first_scored; r < r1; ++r)
+            top_k_ascending(std::span<const float>(&scores[static_cast<size_t>((r - first_scored) * most)],
+                                                   static_cast<size_t>(visible_of(r))),
+                            c_.index_topk, selected_[static_cast<size_t>(r)]);
     }
 
     // Decodes, once per sequence, the compressed rows that at least one of its queries selected.

@@ -57,6 +57,14 @@ struct batch {
     std::vector<batch_seq> seqs;
 };
 
+// The indexer's scoring (attention.cpp, select_block): queries of one sequence that share each
+// decoded chunk of its index rows, and the chunk's rows (at V4-Flash's Di = 128: 16 KB of fp32,
+// in L1 while the block's queries score it; the scoring was ~1% of a 2048-token `small` prefill at
+// 32 rows and at 128 alike, and 32 puts chunk boundaries inside the golden and consistency tests'
+// prompts). Per pool thread, so step_buffer_bound counts them.
+constexpr int64_t k_index_queries = 8;
+constexpr int64_t k_index_chunk = 32;
+
 struct attention_scratch;  // attention.cpp: the attention pass's buffers, reused across layers and steps
 struct moe_scratch;        // moe.cpp: the MoE sublayer's buffers, reused across layers and steps
 // Bytes each set's buffers hold (their capacities): model::step_buffer_bytes() adds them up.

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "model/forward.h"
+
 namespace tandem::model {
 
 namespace {
@@ -49,11 +51,12 @@ step_memory step_buffer_bound(const model_config& c, const step_shape& s, numeri
         m.activations += k_float * T * (k * d + d + std::max(d, ql) + std::max(d, g * ro));
     }
 
-    // attention.cpp: per sequence its window ring decoded, the indexer's rows (CSA), the selected
-    // compressed rows (CSA: at most top-k per query; HCA: all), their slot map; per row its selection.
+    // attention.cpp: per sequence its window ring decoded, the selected compressed rows (CSA: at most
+    // top-k per query; HCA: all), their slot map; per row its selection. The indexer's rows are
+    // decoded a chunk at a time per thread (below), never the whole context.
     const int64_t selected_csa = indexer ? std::min(csa_rows, T * topk) : csa_rows;
     m.context += S * k_small_struct + k_float * S * W * D;
-    m.context += k_float * csa_rows * Di + k_int32 * std::max(csa_rows, hca_rows);
+    m.context += k_int32 * std::max(csa_rows, hca_rows);
     m.context += k_float * std::max(selected_csa, hca_rows) * D;
     const int64_t per_row = std::max({indexer ? std::min(topk, longest_csa) : longest_csa, longest_hca});
     m.context += T * (k_int32 + k_vector + k_int32 * per_row);
@@ -63,12 +66,16 @@ step_memory step_buffer_bound(const model_config& c, const step_shape& s, numeri
     m.logits = k_float * R * V + R * k_int64;
     m.logit_copies = 2 * k_float * R * V;
 
-    // Each pool thread: the indexer's scores (score, two heads' dots, row pointers, top-k pairs)
-    // over the longest CSA context; attend()'s keys and two heads' logits; mHC's h_new; the
+    // Each pool thread: the indexer's scores of a block of queries over the longest CSA context and
+    // the (value, index) pairs top-k sorts, one chunk of decoded index rows with their pointers and
+    // two heads' dots against them; attend()'s keys and two heads' logits; mHC's h_new; the
     // compressor rows; the two-rows tile's packed x (widest K: the mHC mixes' n·d) and the scratch GEMM.
     const int64_t keys = W + std::max(per_row, topk);
     const int64_t widest_k = std::max({n * d, d, H * D / std::max<int64_t>(g, 1), I, ql, g * ro});
-    int64_t thread = (indexer ? longest_csa * (3 * k_float + k_pointer + 16) : 0) + keys * (k_pointer + 2 * k_float);
+    int64_t thread = indexer ? longest_csa * (k_index_queries * k_float + 16) +
+                                   k_index_chunk * (Di * k_float + k_pointer + 2 * k_float)
+                             : 0;
+    thread += keys * (k_pointer + 2 * k_float);
     thread += k_float * (n * d + 4 * std::max(D, Di) + k_kernel_rows * widest_k) + k_gemm_scratch;
     m.per_thread = std::max(threads, 1) * thread;
     return m;

@@ -128,6 +128,15 @@ def test_plan_reports_the_step_buffers_and_memory_fraction_leaves_them_room():
     half = step_buffers("--set", "cache.memory_bytes=68719476736",
                         "--set", "scheduler.max_prefill_tokens=1024", "--set", "scheduler.max_running_requests=64")
     assert half["step_buffers"]["activations"] < 0.6 * b["activations"]
+    # Twice the pool: the context term grows only by the compressed rows' slot map (4 B per CSA
+    # row); the indexer's rows are decoded a chunk at a time per thread, not the whole context (they
+    # were Di x 4 B per CSA row: +2.1 GiB here).
+    double = step_buffers("--set", "cache.memory_bytes=137438953472",
+                          "--set", "scheduler.max_prefill_tokens=2048", "--set", "scheduler.max_running_requests=64")
+    extra_tokens = double["step_buffers"]["context_tokens"] - b["context_tokens"]
+    assert extra_tokens > 10_000_000
+    csa_rows = extra_tokens // 4  # compress rate 4
+    assert double["step_buffers"]["context"] - b["context"] <= 4 * csa_rows + 4096
 
     frac = step_buffers("--set", "cache.memory_bytes=0", "--set", "cache.memory_fraction=0.5")
     assert frac["step_buffers"]["reserved"] is True and frac["step_buffers"]["bytes"] > 0
