@@ -185,14 +185,14 @@ int main(int argc, char** argv) {
     std::vector<model::forward_item> items;
     for (int i = 0; i < batch; ++i) {
         items.push_back({std::span<const int32_t>(toks[static_cast<size_t>(i)].data(), size_t(prompt)), 0,
-                         slots[static_cast<size_t>(i)], false});
+                         slots[static_cast<size_t>(i)], model::logit_rows::last});
     }
     if (!(*m)->forward(**pool, items)) die("prefill failed");
     auto t0 = clock_type::now();
     for (int s = 0; s < steps; ++s) {
         for (int i = 0; i < batch; ++i) {
             items[static_cast<size_t>(i)] = {std::span<const int32_t>(&toks[static_cast<size_t>(i)][size_t(prompt + s)], 1),
-                                             prompt + s, slots[static_cast<size_t>(i)], false};
+                                             prompt + s, slots[static_cast<size_t>(i)], model::logit_rows::last};
         }
         if (!(*m)->forward(**pool, items)) die("decode failed");
     }

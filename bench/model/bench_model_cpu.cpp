@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
         for (int64_t s = 0; s < B; ++s) {
             for (int64_t i = 0; i < context + decode; ++i) toks[size_t(s)].push_back(token_at(s, i));
             slots.push_back(new_slot(context + decode));
-            items.push_back({std::span<const int32_t>(toks[size_t(s)].data(), size_t(context)), 0, slots.back(), false});
+            items.push_back({std::span<const int32_t>(toks[size_t(s)].data(), size_t(context)), 0, slots.back(), model::logit_rows::last});
         }
         run(items);
         const auto t0 = clock_type::now();
@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
         for (int64_t step = 0; step < decode; ++step) {
             for (int64_t s = 0; s < B; ++s)
                 items[size_t(s)] = {std::span<const int32_t>(&toks[size_t(s)][size_t(context + step)], 1), context + step,
-                                    slots[size_t(s)], false};
+                                    slots[size_t(s)], model::logit_rows::last};
             run(items);
         }
         const double wall = seconds_since(t0);
@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
         std::vector<int32_t> tokens;
         for (int64_t i = 0; i < prompt; ++i) tokens.push_back(token_at(98, i));
         cache::slot_ref slot = new_slot(static_cast<int64_t>(tokens.size()));
-        std::vector<model::forward_item> warm = {{tokens, 0, slot, false}};
+        std::vector<model::forward_item> warm = {{tokens, 0, slot, model::logit_rows::last}};
         run(warm);
         (*pool)->free_sequence(slot);
     }
@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
         std::vector<int32_t> tokens;
         for (int64_t i = 0; i < prompt; ++i) tokens.push_back(token_at(99, i));
         cache::slot_ref slot = new_slot(prompt);
-        std::vector<model::forward_item> pre = {{tokens, 0, slot, false}};
+        std::vector<model::forward_item> pre = {{tokens, 0, slot, model::logit_rows::last}};
         auto t0 = clock_type::now();
         const double c0 = process_cpu_seconds();
         run(pre);

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     if (!f) return 1;
     for (int64_t at = 0; at < int64_t(tokens.size()); at += chunk) {
         const int64_t n = std::min<int64_t>(chunk, int64_t(tokens.size()) - at);
-        model::forward_item it{std::span<const int32_t>(&tokens[size_t(at)], size_t(n)), at, slot, true};
+        model::forward_item it{std::span<const int32_t>(&tokens[size_t(at)], size_t(n)), at, slot, model::logit_rows::all};
         auto r = (*m)->forward(**pool, std::span<const model::forward_item>(&it, 1));
         if (!r) { std::fprintf(stderr, "%s\n", r.error().message().c_str()); return 1; }
         std::fwrite(r->logits[0].data(), sizeof(float), r->logits[0].size(), f);

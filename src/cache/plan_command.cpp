@@ -332,14 +332,14 @@ std::string render_plan_text(const cache_plan& p) {
         const model::step_memory& b = p.step.buffers;
         s += fmt::format("CPU forward step buffers (besides the pool; {}): "
                          "{} B ({}) at the largest step of {} tokens over {} sequences, contexts {} tokens: "
-                         "activations {}, decoded context {}, logits {} (+ {} of copies handed back), "
+                         "activations {}, decoded context {}, logits {}, "
                          "per-thread scratch {}\n",
                          p.step.reserved ? "taken out of MemAvailable before cache.memory_fraction"
                                                  : "not part of cache.memory_bytes: leave room for them",
                          b.total(), human(static_cast<double>(b.total())), p.step.largest_step.tokens,
                          p.step.largest_step.sequences, p.step.largest_step.context_tokens,
                          human(static_cast<double>(b.activations)), human(static_cast<double>(b.context)),
-                         human(static_cast<double>(b.logits)), human(static_cast<double>(b.logit_copies)),
+                         human(static_cast<double>(b.logits)),
                          human(static_cast<double>(b.per_thread)));
     }
     const capacity c = compute_capacity(p);
@@ -408,7 +408,7 @@ std::string render_plan_json(const cache_plan& p) {
     w.key("step_buffers").begin_object();
     w.key("bytes").value(p.step.buffers.total());
     w.key("activations").value(p.step.buffers.activations).key("context").value(p.step.buffers.context);
-    w.key("logits").value(p.step.buffers.logits).key("logit_copies").value(p.step.buffers.logit_copies);
+    w.key("logits").value(p.step.buffers.logits);
     w.key("per_thread").value(p.step.buffers.per_thread);
     w.key("tokens").value(p.step.largest_step.tokens).key("sequences").value(p.step.largest_step.sequences);
     w.key("context_tokens").value(p.step.largest_step.context_tokens);

@@ -1,7 +1,6 @@
 #include "engine/cpu_executor.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/check.h"
 
@@ -23,31 +22,35 @@ int64_t cpu_executor::max_context_tokens() const {
     return model_->config().max_position_embeddings;
 }
 
+namespace {
+
+model::logit_rows logit_rows_for(logits_mode m) {
+    switch (m) {
+        case logits_mode::none: return model::logit_rows::none;
+        case logits_mode::last: return model::logit_rows::last;
+        case logits_mode::all: return model::logit_rows::all;
+    }
+    return model::logit_rows::none;
+}
+
+}  // namespace
+
+// The plan's rows (number_output_rows) are the model's logit rows in the same order, so the head
+// writes them straight into out.logits: no copy, and no zeroing first.
 status cpu_executor::execute(const step_plan& plan, step_output& out) {
     items_.clear();
     std::vector<std::shared_ptr<const cache::load_ticket>> tickets;
     for (const plan_item& it : plan.items) {
-        items_.push_back({it.tokens, it.start_position, seqs_->slot(it.sequence),
-                          it.logits == logits_mode::all});
+        items_.push_back({it.tokens, it.start_position, seqs_->slot(it.sequence), logit_rows_for(it.logits)});
         if (const auto* loads = seqs_->loads(it.sequence)) {
             for (const auto& t : *loads)
                 if (std::find(tickets.begin(), tickets.end(), t) == tickets.end()) tickets.push_back(t);
         }
     }
+    const int64_t rows = number_output_rows(plan, vocab_size(), out);
     const cache::layer_gate gate(seqs_->pool(), std::move(tickets), seqs_->load_timeout_ms);
-    result<model::forward_output> fwd = model_->forward(gate, items_);
-    if (!fwd) return fwd.error();
-    const int32_t vocab = vocab_size();
-    prepare_output(plan, vocab, out);
-    for (size_t i = 0; i < plan.items.size(); ++i) {
-        const int64_t rows = out.row_count[i];
-        if (rows == 0) continue;
-        const std::vector<float>& got = fwd->logits[i];
-        // `last` asks the model for its default single row; `all` for one row per token.
-        TANDEM_CHECK(static_cast<int64_t>(got.size()) == rows * vocab);
-        std::memcpy(out.logits.data() + out.first_row[i] * vocab, got.data(),
-                    got.size() * sizeof(float));
-    }
+    TANDEM_RETURN_IF_ERROR(model_->forward_into(gate, items_, out.logits));
+    TANDEM_CHECK(static_cast<int64_t>(out.logits.size()) == rows * out.vocab);
     return status::ok();
 }
 

@@ -1,8 +1,8 @@
 // engine/cpu_executor.h — The model_executor over the CPU model (model/model.h).
 //
 // Sequences are slots of the shared page pool (pool_sequences); execute() turns the step plan
-// into forward items, runs one model.forward for the whole batch, and copies back the rows the
-// plan asked for. The model keeps nothing per sequence, so dropping a slot drops its state.
+// into forward items and runs one model.forward_into for the whole batch, whose head writes the
+// rows the plan asked for straight into the step output. The model keeps nothing per sequence, so dropping a slot drops its state.
 #pragma once
 
 #include <memory>

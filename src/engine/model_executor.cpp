@@ -2,7 +2,7 @@
 
 namespace tandem::engine {
 
-void prepare_output(const step_plan& plan, int32_t vocab, step_output& out) {
+int64_t number_output_rows(const step_plan& plan, int32_t vocab, step_output& out) {
     out.vocab = vocab;
     out.first_row.assign(plan.items.size(), -1);
     out.row_count.assign(plan.items.size(), 0);
@@ -16,6 +16,11 @@ void prepare_output(const step_plan& plan, int32_t vocab, step_output& out) {
         out.row_count[i] = n;
         rows += n;
     }
+    return rows;
+}
+
+void prepare_output(const step_plan& plan, int32_t vocab, step_output& out) {
+    const int64_t rows = number_output_rows(plan, vocab, out);
     out.logits.assign(static_cast<size_t>(rows * vocab), 0.0f);
 }
 

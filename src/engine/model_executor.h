@@ -30,7 +30,9 @@ class model_executor {
     virtual int64_t max_context_tokens() const = 0;
 };
 
-// Fills out.first_row / row_count / sizes out.logits for `plan` (helper for executors).
+// Fills out.vocab / first_row / row_count for `plan` and returns the rows (helper for executors).
+int64_t number_output_rows(const step_plan& plan, int32_t vocab, step_output& out);
+// number_output_rows, then out.logits sized (zeroed) for those rows.
 void prepare_output(const step_plan& plan, int32_t vocab, step_output& out);
 
 }  // namespace tandem::engine

@@ -250,7 +250,33 @@ result<forward_output> model::forward(cache::page_pool& pool, std::span<const fo
     return forward(cache::layer_gate(pool), items);  // nothing in flight: every layer is ready
 }
 
+int64_t logit_row_count(const forward_item& it) {
+    switch (it.logits) {
+        case logit_rows::none: return 0;
+        case logit_rows::last: return 1;
+        case logit_rows::all: return static_cast<int64_t>(it.tokens.size());
+    }
+    return 0;
+}
+
 result<forward_output> model::forward(const cache::layer_gate& gate, std::span<const forward_item> items) {
+    std::vector<float>& logits = impl_->step.logits;
+    TANDEM_RETURN_IF_ERROR(forward_into(gate, items, logits));
+    const int64_t vocab = impl_->cfg.vocab_size;
+    forward_output out;
+    out.logits.reserve(items.size());
+    int64_t at = 0;
+    for (const forward_item& it : items) {
+        const int64_t rows = logit_row_count(it);
+        const auto begin = logits.begin() + at * vocab;
+        out.logits.emplace_back(begin, begin + rows * vocab);
+        at += rows;
+    }
+    return out;
+}
+
+status model::forward_into(const cache::layer_gate& gate, std::span<const forward_item> items,
+                           std::vector<float>& logits) {
     model_impl& m = *impl_;
     const model_config& c = m.cfg;
     TANDEM_RETURN_IF_ERROR(check_pool_layout(c, gate.layout()));
@@ -304,23 +330,12 @@ result<forward_output> model::forward(const cache::layer_gate& gate, std::span<c
     head_rows.clear();
     for (size_t i = 0; i < items.size(); ++i) {
         const batch_seq& s = b.seqs[i];
-        if (items[i].all_logits)
-            for (int64_t r = s.row0; r < s.row0 + s.rows; ++r) head_rows.push_back(r);
-        else
-            head_rows.push_back(s.row0 + s.rows - 1);
+        const int64_t n = logit_row_count(items[i]);
+        for (int64_t r = s.row0 + s.rows - n; r < s.row0 + s.rows; ++r) head_rows.push_back(r);
     }
-    std::vector<float>& logits = m.step.logits;
-    m.run_head(h, head_rows, logits);
-    forward_output out;
-    out.logits.reserve(items.size());
-    size_t at = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-        size_t rows = items[i].all_logits ? items[i].tokens.size() : 1;
-        auto begin = logits.begin() + static_cast<int64_t>(at * c.vocab_size);
-        out.logits.emplace_back(begin, begin + static_cast<int64_t>(rows * c.vocab_size));
-        at += rows;
-    }
-    return out;
+    if (head_rows.empty()) fit(logits, 0);
+    else m.run_head(h, head_rows, logits);
+    return status::ok();
 }
 
 }  // namespace tandem::model

@@ -52,16 +52,26 @@ struct model_options {
 result<model_options> model_options_from(const std::string& numerics, int64_t threads,
                                          const std::string& pages = "huge");
 
+// Which of an item's new tokens the head computes logits for.
+enum class logit_rows : uint8_t {
+    none,  // no row: a prefill chunk short of the prompt's end
+    last,  // the last new token's: the next token is sampled from it
+    all,   // every new token's (prompt logprobs)
+};
+
 // One sequence's slice of a batch.
 struct forward_item {
     std::span<const int32_t> tokens;  // new token ids
     int64_t start_pos = 0;            // position of tokens[0] = tokens the slot already holds
     cache::slot_ref slot;
-    bool all_logits = false;          // logits for every new token, else only the last one
+    logit_rows logits = logit_rows::last;
 };
 
+// Rows of logits the item gets: 0, 1 or tokens.size().
+int64_t logit_row_count(const forward_item& it);
+
 struct forward_output {
-    // Per item, row-major [rows, vocab]: rows = tokens.size() with all_logits, else 1.
+    // Per item, row-major [rows, vocab], rows = logit_row_count(item).
     std::vector<std::vector<float>> logits;
 };
 
@@ -84,6 +94,12 @@ public:
     // The same, reaching each layer's buffers only through `gate` (loads in flight: host tier).
     // Also errors when a layer's load fails or misses its deadline.
     result<forward_output> forward(const cache::layer_gate& gate, std::span<const forward_item> items);
+    // The same, with the logits left in `logits`: [rows, vocab], the items' rows back to back in
+    // item order (logit_row_count each), written there by the head itself. The engine passes its
+    // step output, so a step's logits exist once (at V4-Flash's vocabulary a 2048-row step's are
+    // 1 GiB); forward() copies them out per item. A batch without logit rows skips the head.
+    status forward_into(const cache::layer_gate& gate, std::span<const forward_item> items,
+                        std::vector<float>& logits);
 
     // Bytes the forward pass's step buffers hold now (grown to the largest step run so far, kept
     // between steps; per-thread kernel scratch not counted). model/step_memory.h bounds it.

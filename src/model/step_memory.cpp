@@ -61,10 +61,9 @@ step_memory step_buffer_bound(const model_config& c, const step_shape& s, numeri
     const int64_t per_row = std::max({indexer ? std::min(topk, longest_csa) : longest_csa, longest_hca});
     m.context += T * (k_int32 + k_vector + k_int32 * per_row);
 
-    // model.cpp run_head: [rows, vocab]; then forward_output's copy, and the engine's step output
-    // (engine/cpu_executor.cpp) it is copied into — all three alive at that copy.
+    // model.cpp run_head: [rows, vocab], written into the engine's step output (model::forward_into,
+    // engine/cpu_executor.cpp), and the rows it reads.
     m.logits = k_float * R * V + R * k_int64;
-    m.logit_copies = 2 * k_float * R * V;
 
     // Each pool thread: the indexer's scores of a block of queries over the longest CSA context and
     // the (value, index) pairs top-k sorts, one chunk of decoded index rows with their pointers and

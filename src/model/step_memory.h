@@ -11,7 +11,7 @@
 // The bound is a sum over every buffer of its largest size in such a step (model::
 // step_buffer_bytes() reports what they hold, which the unit tests hold against it), plus the
 // per-thread scratch (score, key and packing buffers of each pool thread) and the logits the step
-// returns (the forward's copy, and the engine's step output it is copied into).
+// returns, which the head writes straight into the engine's step output (model::forward_into).
 #pragma once
 
 #include <cstdint>
@@ -33,10 +33,9 @@ struct step_shape {
 struct step_memory {
     int64_t activations = 0;  // per-row buffers: residual streams, attention and MoE intermediates
     int64_t context = 0;      // the sequences' cache rows decoded for reading, and selections
-    int64_t logits = 0;        // the head's output, kept between steps like the rest
-    int64_t logit_copies = 0;  // forward_output's copy and the engine's step output (the callers')
-    int64_t per_thread = 0;    // every pool thread's scratch together
-    int64_t total() const { return activations + context + logits + logit_copies + per_thread; }
+    int64_t logits = 0;       // the head's output: the engine's step output, kept between steps
+    int64_t per_thread = 0;   // every pool thread's scratch together
+    int64_t total() const { return activations + context + logits + per_thread; }
 };
 
 step_memory step_buffer_bound(const model_config& c, const step_shape& s, numerics_mode numerics, int threads);

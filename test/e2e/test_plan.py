@@ -119,10 +119,10 @@ def test_plan_reports_the_step_buffers_and_memory_fraction_leaves_them_room():
                          "--set", "scheduler.max_prefill_tokens=2048", "--set", "scheduler.max_running_requests=64")
     b = fixed["step_buffers"]
     assert b["reserved"] is False and b["tokens"] == 2048 + 64 and b["sequences"] == 64
-    assert b["bytes"] == b["activations"] + b["context"] + b["logits"] + b["logit_copies"] + b["per_thread"]
-    # Every row's logits (prompt logprobs can ask for them), fp32, then forward_output's copy and
-    # the engine's step output.
-    assert b["logits"] >= 4 * b["tokens"] * 129280 and b["logit_copies"] == 2 * 4 * b["tokens"] * 129280
+    assert b["bytes"] == b["activations"] + b["context"] + b["logits"] + b["per_thread"]
+    # Every row's logits (prompt logprobs can ask for them), fp32, once: the head writes them into
+    # the engine's step output (there used to be two more copies of them on the way).
+    assert 4 * b["tokens"] * 129280 <= b["logits"] < 4 * b["tokens"] * 129280 + 16 * b["tokens"]
     # ~0.85 MB of activations per token at Flash's widths (measured on flash-slice: 0.8-0.9).
     assert 0.7e6 < b["activations"] / b["tokens"] < 1.1e6
     half = step_buffers("--set", "cache.memory_bytes=68719476736",

@@ -81,7 +81,7 @@ struct session {
     }
 
     std::vector<float> run(cache::slot_ref s, std::span<const int32_t> tokens, int64_t start, bool all) {
-        auto out = forward({forward_item{tokens, start, s, all}});
+        auto out = forward({forward_item{tokens, start, s, all ? logit_rows::all : logit_rows::last}});
         REQUIRE_MESSAGE(out.is_ok(), out.error().message());
         return std::move(out->logits[0]);
     }

@@ -73,7 +73,7 @@ TEST_CASE("model: a sequence's logits do not depend on the batch or the thread c
     for (int order = 0; order < 2; ++order) {
         CAPTURE(order);
         auto sa = ss.new_sequence(), sb = ss.new_sequence(), sc = ss.new_sequence();
-        std::vector<forward_item> items = {{a, 0, sa, true}, {b, 0, sb, true}, {c, 0, sc, true}};
+        std::vector<forward_item> items = {{a, 0, sa, logit_rows::all}, {b, 0, sb, logit_rows::all}, {c, 0, sc, logit_rows::all}};
         if (order == 1) std::swap(items[0], items[2]);
         auto out = ss.forward(items);
         REQUIRE(out.is_ok());
@@ -85,7 +85,7 @@ TEST_CASE("model: a sequence's logits do not depend on the batch or the thread c
     // A decode step batched with another sequence's prefill chunk.
     auto s1 = ss.new_sequence(), s2 = ss.new_sequence();
     ss.run(s1, std::span<const int32_t>(a.data(), a.size() - 1), 0, false);
-    auto out = ss.forward({{b, 0, s2, false}, {std::span<const int32_t>(&a.back(), 1), int64_t(a.size() - 1), s1, false}});
+    auto out = ss.forward({{b, 0, s2, logit_rows::last}, {std::span<const int32_t>(&a.back(), 1), int64_t(a.size() - 1), s1, logit_rows::last}});
     REQUIRE(out.is_ok());
     CHECK(std::memcmp(out->logits[1].data(), &alone_a[(a.size() - 1) * vocab], vocab * sizeof(float)) == 0);
 
@@ -98,19 +98,19 @@ TEST_CASE("model: forward rejects bad batches with clear errors") {
     session& ss = *tm.ss;
     auto seq = ss.new_sequence();
     std::vector<int32_t> bad = {5, int32_t(ss.m->config().vocab_size)};
-    auto out = ss.forward({{bad, 0, seq, false}});
+    auto out = ss.forward({{bad, 0, seq, logit_rows::last}});
     REQUIRE_FALSE(out.is_ok());
     CHECK(out.error().message().find("outside") != std::string::npos);
     // No pages for the positions: the caller skipped ensure_capacity.
     std::vector<int32_t> ok = {5};
     auto fresh = ss.new_sequence();
-    forward_item far{ok, 1000, fresh, false};
+    forward_item far{ok, 1000, fresh, logit_rows::last};
     auto r = ss.m->forward(*ss.pool, std::span<const forward_item>(&far, 1));
     REQUIRE_FALSE(r.is_ok());
     CHECK(r.error().message().find("ensure_capacity") != std::string::npos);
     // A freed slot is stale.
     ss.pool->free_sequence(seq);
-    forward_item stale{ok, 0, seq, false};
+    forward_item stale{ok, 0, seq, logit_rows::last};
     CHECK_FALSE(ss.m->forward(*ss.pool, std::span<const forward_item>(&stale, 1)).is_ok());
 }
 

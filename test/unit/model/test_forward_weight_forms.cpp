@@ -113,7 +113,7 @@ TEST_CASE("model: stored BF16 / FP8+FP4 weights give bitwise the logits of their
             auto slot = (*pool)->alloc_sequence(1);
             (*pool)->reset_sequence_state(slot);
             REQUIRE((*pool)->ensure_capacity(slot, int64_t(a.size())));
-            std::vector<forward_item> items = {{a, 0, slot, true}};
+            std::vector<forward_item> items = {{a, 0, slot, logit_rows::all}};
             auto out = (*mapped)->forward(**pool, items);
             REQUIRE(out.is_ok());
             CHECK(bitwise_equal(out->logits[0], got));
@@ -126,8 +126,8 @@ TEST_CASE("model: stored BF16 / FP8+FP4 weights give bitwise the logits of their
         one.run(sa, std::span<const int32_t>(a.data(), 40), 0, false);
         std::vector<float> tail;
         for (size_t t = 40; t < a.size(); ++t) {
-            std::vector<forward_item> items = {{std::span<const int32_t>(&a[t], 1), int64_t(t), sa, false}};
-            if (t == 40) items.push_back({b, 0, sb, false});
+            std::vector<forward_item> items = {{std::span<const int32_t>(&a[t], 1), int64_t(t), sa, logit_rows::last}};
+            if (t == 40) items.push_back({b, 0, sb, logit_rows::last});
             auto out = one.forward(items);
             REQUIRE(out.is_ok());
             tail.insert(tail.end(), out->logits[0].begin(), out->logits[0].end());

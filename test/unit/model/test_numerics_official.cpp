@@ -93,7 +93,7 @@ TEST_CASE("numerics official on FP8 + FP4 weights: a sequence's logits do not de
     std::vector<forward_item> items;
     for (const auto& p : prompts) {
         slots.push_back(ss.new_sequence());
-        items.push_back({std::span<const int32_t>(p.data(), p.size() - 1), 0, slots.back(), true});
+        items.push_back({std::span<const int32_t>(p.data(), p.size() - 1), 0, slots.back(), logit_rows::all});
     }
     auto out = ss.forward(items);
     REQUIRE(out.is_ok());
@@ -105,7 +105,7 @@ TEST_CASE("numerics official on FP8 + FP4 weights: a sequence's logits do not de
     }
     // Then one batched decode step for every sequence: each row is its sequence's last position.
     for (size_t i = 0; i < prompts.size(); ++i)
-        items[i] = {std::span<const int32_t>(&prompts[i].back(), 1), int64_t(prompts[i].size() - 1), slots[i], false};
+        items[i] = {std::span<const int32_t>(&prompts[i].back(), 1), int64_t(prompts[i].size() - 1), slots[i], logit_rows::last};
     out = ss.forward(items);
     REQUIRE(out.is_ok());
     for (size_t i = 0; i < prompts.size(); ++i) {

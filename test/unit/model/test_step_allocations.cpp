@@ -73,12 +73,12 @@ int64_t worst_decode_step(session& ss, int64_t context, int64_t steps, uint64_t 
         for (int64_t i = 0; i < context + steps; ++i) t.push_back(static_cast<int32_t>(2 + rng() % uint64_t(vocab - 2)));
     const cache::slot_ref s[2] = {ss.new_sequence(), ss.new_sequence()};
     std::vector<forward_item> items;
-    for (int i = 0; i < 2; ++i) items.push_back({std::span<const int32_t>(toks[i].data(), size_t(context)), 0, s[i], false});
+    for (int i = 0; i < 2; ++i) items.push_back({std::span<const int32_t>(toks[i].data(), size_t(context)), 0, s[i], logit_rows::last});
     REQUIRE(ss.forward(items).is_ok());
     int64_t worst = 0;
     for (int64_t step = 0; step < steps; ++step) {
         for (int i = 0; i < 2; ++i) {
-            items[size_t(i)] = {std::span<const int32_t>(&toks[i][size_t(context + step)], 1), context + step, s[i], false};
+            items[size_t(i)] = {std::span<const int32_t>(&toks[i][size_t(context + step)], 1), context + step, s[i], logit_rows::last};
             REQUIRE(ss.pool->ensure_capacity(s[i], context + step + 1));
         }
         g_allocations = 0;

@@ -35,14 +35,17 @@ void run_step(session& ss, const std::vector<forward_item>& items, step_shape& m
     }
     most.tokens = std::max(most.tokens, tokens);
     most.sequences = std::max(most.sequences, static_cast<int64_t>(items.size()));
-    most.logit_rows = std::max(most.logit_rows, static_cast<int64_t>(items.size()));
+    int64_t logit_rows = 0;
+    for (const forward_item& it : items) logit_rows += logit_row_count(it);
+    most.logit_rows = std::max(most.logit_rows, logit_rows);
     most.context_tokens = std::max(most.context_tokens, context);
     most.longest_context = std::max(most.longest_context, longest);
 }
 
 // What the model's own buffers may hold: the bound less the per-thread scratch (not counted by
-// step_buffer_bytes) and less the logits' copies (the callers').
-int64_t model_held_limit(const step_memory& b) { return b.total() - b.per_thread - b.logit_copies; }
+// step_buffer_bytes). forward() keeps the logits in the model's buffer, where the engine's
+// forward_into writes them into its step output instead: the bound's logits term either way.
+int64_t model_held_limit(const step_memory& b) { return b.total() - b.per_thread; }
 
 }  // namespace
 
@@ -60,7 +63,7 @@ TEST_CASE("model: step buffers stay within step_buffer_bound over prefills, batc
         // A long prompt (CSA rows past the indexer's top-k, HCA rows) beside a short one.
         const cache::slot_ref a = ss.new_sequence(), b = ss.new_sequence();
         const std::vector<int32_t> ta = random_tokens(rng, c.vocab_size, 340), tb = random_tokens(rng, c.vocab_size, 60);
-        run_step(ss, {{std::span<const int32_t>(ta.data(), 300), 0, a, false}, {std::span<const int32_t>(tb.data(), 40), 0, b, false}},
+        run_step(ss, {{std::span<const int32_t>(ta.data(), 300), 0, a, logit_rows::last}, {std::span<const int32_t>(tb.data(), 40), 0, b, logit_rows::last}},
                  most);
         const int64_t after_prefill = ss.m->step_buffer_bytes();
         const step_memory bound = step_buffer_bound(c, most, numerics, k_threads);
@@ -72,8 +75,8 @@ TEST_CASE("model: step buffers stay within step_buffer_bound over prefills, batc
         // Batched decode: within the bound, and all but nothing past the prefill's buffers (only a
         // row's selection list may grow: row 0 now queries the long context's compressed rows).
         for (int64_t step = 0; step < 6; ++step)
-            run_step(ss, {{std::span<const int32_t>(&ta[300 + step], 1), 300 + step, a, false},
-                          {std::span<const int32_t>(&tb[40 + step], 1), 40 + step, b, false}},
+            run_step(ss, {{std::span<const int32_t>(&ta[300 + step], 1), 300 + step, a, logit_rows::last},
+                          {std::span<const int32_t>(&tb[40 + step], 1), 40 + step, b, logit_rows::last}},
                      most);
         CHECK(ss.m->step_buffer_bytes() <= model_held_limit(step_buffer_bound(c, most, numerics, k_threads)));
         CHECK(ss.m->step_buffer_bytes() - after_prefill <= after_prefill / 100);
@@ -82,12 +85,12 @@ TEST_CASE("model: step buffers stay within step_buffer_bound over prefills, batc
         // joins: per-position views used to keep the long context's rows at both positions.
         const cache::slot_ref n1 = ss.new_sequence();
         const std::vector<int32_t> tn = random_tokens(rng, c.vocab_size, 30);
-        run_step(ss, {{std::span<const int32_t>(tn.data(), 20), 0, n1, false},
-                      {std::span<const int32_t>(&ta[306], 1), 306, a, false}},
+        run_step(ss, {{std::span<const int32_t>(tn.data(), 20), 0, n1, logit_rows::last},
+                      {std::span<const int32_t>(&ta[306], 1), 306, a, logit_rows::last}},
                  most);
-        run_step(ss, {{std::span<const int32_t>(&tb[46], 1), 46, b, false},
-                      {std::span<const int32_t>(&tn[20], 1), 20, n1, false},
-                      {std::span<const int32_t>(&ta[307], 33), 307, a, false}},
+        run_step(ss, {{std::span<const int32_t>(&tb[46], 1), 46, b, logit_rows::last},
+                      {std::span<const int32_t>(&tn[20], 1), 20, n1, logit_rows::last},
+                      {std::span<const int32_t>(&ta[307], 33), 307, a, logit_rows::last}},
                  most);
         const int64_t held = ss.m->step_buffer_bytes();
         CHECK(held <= model_held_limit(step_buffer_bound(c, most, numerics, k_threads)));
