@@ -103,13 +103,28 @@ result<std::shared_ptr<prefix_cache>> make_prefix_cache(const config& cfg,
     return std::make_shared<prefix_cache>(std::move(seqs), o, std::move(host.value()));
 }
 
-result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint,
-                                               std::shared_ptr<heartbeat> copy_thread_beat) {
+namespace {
+
+result<std::unique_ptr<model::model>> load_model(const config& cfg, const model::model* share_weights_of) {
     result<model::model_options> mo =
         model::model_options_from(cfg.model.numerics, cfg.backend.threads, cfg.model.weight_pages);
     if (!mo) return mo.error();
+    if (share_weights_of) {
+        TANDEM_LOG_INFO("weights: shared with the other engine in this process (no second copy)");
+        return share_weights_of->sharing_weights();
+    }
     result<std::unique_ptr<model::model>> m = model::model::load(cfg.model.path, *mo);
     if (!m) return m.error().with_context("loading the model from model.path");
+    return m;
+}
+
+}  // namespace
+
+result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint,
+                                               std::shared_ptr<heartbeat> copy_thread_beat,
+                                               const model::model* share_weights_of) {
+    result<std::unique_ptr<model::model>> m = load_model(cfg, share_weights_of);
+    if (!m) return m.error();
 
     result<cache::layout_options> lo = cache::layout_options_from(cfg);
     if (!lo) return lo.error();
@@ -127,6 +142,7 @@ result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model
 
     cpu_engine_parts parts;
     parts.sequences = std::make_shared<pool_sequences>(std::move(pool.value()));
+    parts.cpu_model = m->get();
     parts.executor = std::make_unique<cpu_executor>(std::move(m.value()), parts.sequences);
     result<std::shared_ptr<prefix_cache>> prefix =
         make_prefix_cache(cfg, *plan, parts.sequences, model_fingerprint, std::move(copy_thread_beat));

@@ -14,6 +14,10 @@
 #include "engine/pool_capacity.h"
 #include "engine/scheduler.h"
 
+namespace tandem::model {
+class model;
+}
+
 namespace tandem::engine {
 
 // The pieces of one CPU engine before its scheduler starts (pd builds two and wires them).
@@ -22,6 +26,10 @@ struct cpu_engine_parts {
     std::unique_ptr<tandem::engine::capacity> cap;
     std::shared_ptr<pool_sequences> sequences;  // the pool, shared by executor and capacity
     std::shared_ptr<prefix_cache> prefix;       // null when cache.prefix_cache = false
+    // The CPU model the executor drives (null for the device engine): another engine in this
+    // process can share its weights (make_cpu_engine_parts' `share_weights_of`). Valid while the
+    // executor lives.
+    const model::model* cpu_model = nullptr;
 };
 
 // Keys read: model.path, model.numerics, backend.threads, cache.kv_dtype, cache.index_k_dtype,
@@ -30,8 +38,12 @@ struct cpu_engine_parts {
 // cache.host_load_timeout_ms, cache.test_host_*, scheduler.max_running_requests (also the pool's
 // sequence slots). `model_fingerprint` (topo/model_identity.h) goes into the prefix cache's key.
 // `copy_thread_beat`: the host tier's copy-thread heartbeat for /health (null: unreported).
+// `share_weights_of`: a model already loaded from the same model.path with the same options (pd
+// with role both: the prefill engine's) whose weights this engine's model uses instead of loading
+// the checkpoint again (model::sharing_weights).
 result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model_fingerprint = 0,
-                                               std::shared_ptr<heartbeat> copy_thread_beat = nullptr);
+                                               std::shared_ptr<heartbeat> copy_thread_beat = nullptr,
+                                               const model::model* share_weights_of = nullptr);
 
 // The prefix cache over `seqs`'s pool (null when cache.prefix_cache = false), with its host tier
 // when cache.host_memory_bytes > 0. Shared by the CPU and the device engine: the cache reaches

@@ -122,8 +122,12 @@ struct linear_set_buffers {
 
 class model_impl {
 public:
+    // Starts the worker pool and builds the RoPE tables; the weights may be another model's.
+    model_impl(model_config c, std::shared_ptr<const model_weights> ws, const model_options& o);
+
     model_config cfg;
-    model_weights w;
+    std::shared_ptr<const model_weights> weights;  // read-only; shared by model::sharing_weights()
+    const model_weights& w;                        // *weights
     model_options opt;
     std::unique_ptr<cpu::thread_pool> pool;
     rope_table rope_main, rope_compress;

@@ -218,20 +218,25 @@ result<std::unique_ptr<model>> model::load(const std::string& dir, const model_o
                     double(ck->total_bytes()) / (1 << 20),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), cpu::kernel_isa());
     TANDEM_LOG_INFO("weights: {}", weights->memory.describe());
-    auto impl = std::make_unique<model_impl>();
-    impl->cfg = std::move(cfg.value());
-    impl->w = std::move(weights.value());
-    impl->opt = opt;
-    impl->pool = std::make_unique<cpu::thread_pool>(opt.threads);
-    impl->rope_main = make_rope_table(impl->cfg.rope_main, impl->cfg.head_dim);
-    impl->rope_compress = make_rope_table(impl->cfg.rope_compress, impl->cfg.head_dim);
-    const int64_t di = impl->cfg.index_head_dim;
-    if (opt.numerics == numerics_mode::official && impl->cfg.index_n_heads > 0 && (di & (di - 1)) != 0)
+    const int64_t di = cfg->index_head_dim;
+    if (opt.numerics == numerics_mode::official && cfg->index_n_heads > 0 && (di & (di - 1)) != 0)
         return make_error(error_code::invalid_argument,
                           fmt::format("numerics = \"official\" needs a power-of-two index_head_dim for the "
                                       "Hadamard rotation (config has {})", di));
+    auto impl = std::make_unique<model_impl>(std::move(cfg.value()),
+                                             std::make_shared<const model_weights>(std::move(weights.value())), opt);
     return std::unique_ptr<model>(new model(std::move(impl)));
 }
+
+std::unique_ptr<model> model::sharing_weights() const {
+    return std::unique_ptr<model>(new model(std::make_unique<model_impl>(impl_->cfg, impl_->weights, impl_->opt)));
+}
+
+model_impl::model_impl(model_config c, std::shared_ptr<const model_weights> ws, const model_options& o)
+    : cfg(std::move(c)), weights(std::move(ws)), w(*weights), opt(o),
+      pool(std::make_unique<cpu::thread_pool>(o.threads)),
+      rope_main(make_rope_table(cfg.rope_main, cfg.head_dim)),
+      rope_compress(make_rope_table(cfg.rope_compress, cfg.head_dim)) {}
 
 namespace {
 

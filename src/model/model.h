@@ -84,6 +84,11 @@ public:
     static result<std::unique_ptr<model>> load(const std::string& dir, const model_options& opt = {});
     ~model();
 
+    // Another model over these same weights — read-only and shared, not a second copy of the
+    // checkpoint — with its own worker pool and step buffers, and the same options: pd with role
+    // both runs its prefill and decode engines in one process, each forwarding on its own thread.
+    std::unique_ptr<model> sharing_weights() const;
+
     const model_config& config() const;
     // Where the weights live (in place in the checkpoint's bytes vs converted copies).
     const weight_memory& memory() const;

@@ -62,6 +62,9 @@ def test_pd_tokens_are_identical_to_single(start_tandem, single, kv, idx, kind):
     assert m("tandem_pd_checksum_failures_total") == 0
     assert m("tandem_pd_prefill_peers_ready") >= 1
     assert_idle_without_leaks(t)
+    # Role both: the checkpoint is loaded once; the decode engine's model shares its weights.
+    assert t.log.count("weights: shared with the other engine") == 1, t.log
+    assert t.log.count("INFO  loaded ") == 1, t.log
 
 
 def test_preempted_requests_are_prefilled_again_and_match_single(start_tandem, single):

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "model_test_util.h"
 
@@ -131,4 +132,32 @@ TEST_CASE("model: exact indexer ties (one indexer head) still give chunk-invaria
         CAPTURE(chunk);
         CHECK(bitwise_equal(run_chunked(ss, tokens, chunk), full));
     }
+}
+
+TEST_CASE("model: a model sharing another's weights holds no copy, gives bitwise its logits side by side, and outlives it") {
+    // pd with role both: the decode engine's model shares the prefill engine's weights, and both
+    // forward at once on their own scheduler threads.
+    tiny_model tm(2);
+    const auto a = random_prompt(41, 70, tm.ss->m->config().vocab_size);
+    const auto b = random_prompt(42, 33, tm.ss->m->config().vocab_size);
+    const std::vector<float> alone_a = run_chunked(*tm.ss, a, a.size()), alone_b = run_chunked(*tm.ss, b, 5);
+
+    session other(tm.dir.str(), 2);
+    other.m = tm.ss->m->sharing_weights();
+    CHECK(&other.m->memory() == &tm.ss->m->memory());  // one set of weights
+    CHECK(other.m->config().vocab_size == tm.ss->m->config().vocab_size);
+
+    // Both models at once, each on its own thread with its own pool, several times over.
+    bool first_ok = true, second_ok = true;
+    std::thread t([&] {
+        for (int i = 0; i < 3; ++i) first_ok = first_ok && bitwise_equal(run_chunked(*tm.ss, a, 9), alone_a);
+    });
+    for (int i = 0; i < 3; ++i) second_ok = second_ok && bitwise_equal(run_chunked(other, b, b.size()), alone_b);
+    t.join();
+    CHECK(first_ok);
+    CHECK(second_ok);
+
+    // The weights stay while any model uses them.
+    tm.ss->m.reset();
+    CHECK(bitwise_equal(run_chunked(other, a, 17), alone_a));
 }
