@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 
 #include "model/safetensors.h"
@@ -60,13 +59,12 @@ status device_executor::execute(const engine::step_plan& plan, engine::step_outp
             for (const auto& t : *loads)
                 if (std::find(tickets.begin(), tickets.end(), t) == tickets.end()) tickets.push_back(t);
     }
+    // The head's rows are the plan's rows in plan order: downloaded straight into the step output.
+    const int64_t rows = engine::number_output_rows(plan, vocab_size(), out);
     const cache::layer_gate gate(seqs_->pool(), std::move(tickets), seqs_->load_timeout_ms);
-    TANDEM_RETURN_IF_ERROR(forward_->run(gate, *meta, slots_, logits_));
-    const int32_t vocab = vocab_size();
-    engine::prepare_output(plan, vocab, out);
-    if (logits_.size() != out.logits.size())
+    TANDEM_RETURN_IF_ERROR(forward_->run(gate, *meta, slots_, out.logits));
+    if (static_cast<int64_t>(out.logits.size()) != rows * out.vocab)
         return make_error(error_code::internal, "device executor: the head computed a different number of rows than the plan asks");
-    std::memcpy(out.logits.data(), logits_.data(), logits_.size() * sizeof(float));
     return status::ok();
 }
 

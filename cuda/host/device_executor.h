@@ -52,7 +52,6 @@ private:
     std::unique_ptr<device_forward> forward_;
     std::shared_ptr<engine::pool_sequences> seqs_;
     std::vector<cache::slot_ref> slots_;  // reused between steps
-    std::vector<float> logits_;
 };
 
 }  // namespace tandem::cuda

@@ -134,7 +134,7 @@ status device_forward::run_layer(const cache::layer_view& view, const step_metad
 status device_forward::head(const step_metadata& meta, std::vector<float>& logits) {
     const int64_t n = cfg_.hc_mult, d = cfg_.hidden_size, R = static_cast<int64_t>(meta.head_rows.size());
     const int64_t vocab = cfg_.vocab_size;
-    logits.assign(static_cast<size_t>(R * vocab), 0.0f);
+    model::fit(logits, R * vocab);  // the download below writes every element
     if (R == 0) return status::ok();
     std::vector<int32_t> rows(meta.head_rows.begin(), meta.head_rows.end());
     result<int32_t*> idx = upload_scratch<int32_t>(b_rows, rows);
