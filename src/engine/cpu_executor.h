@@ -2,7 +2,8 @@
 //
 // Sequences are slots of the shared page pool (pool_sequences); execute() turns the step plan
 // into forward items and runs one model.forward_into for the whole batch, whose head writes the
-// rows the plan asked for straight into the step output. The model keeps nothing per sequence, so dropping a slot drops its state.
+// rows the plan asked for straight into the step output. The model keeps nothing per sequence,
+// so dropping a slot drops its state.
 #pragma once
 
 #include <memory>
