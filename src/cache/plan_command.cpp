@@ -142,8 +142,9 @@ result<int64_t> pool_budget(int64_t memory_bytes, double memory_fraction, int64_
     if (available <= reserved_bytes)
         return make_error(error_code::out_of_range,
                           fmt::format("MemAvailable {} ({}) does not exceed the forward pass's step buffers {} ({}) "
-                                      "at the largest step: lower scheduler.max_prefill_tokens or "
-                                      "scheduler.max_running_requests, or set cache.memory_bytes",
+                                      "at the largest step: lower scheduler.max_prefill_tokens, "
+                                      "scheduler.max_prompt_logprob_tokens or scheduler.max_running_requests, "
+                                      "or set cache.memory_bytes",
                                       available, human(static_cast<double>(available)), reserved_bytes,
                                       human(static_cast<double>(reserved_bytes))));
     return static_cast<int64_t>(static_cast<double>(available - reserved_bytes) * memory_fraction);
@@ -172,7 +173,8 @@ result<memory_budget> resolve_memory_budget(const config& cfg, const model::mode
     const int64_t context = static_cast<int64_t>(static_cast<double>(*unreserved) / std::max(layout.bytes_per_token(), 1.0));
     memory_budget b;
     step_reservation& step = b.step;
-    step.largest_step = model::largest_step(model, cfg.scheduler.max_prefill_tokens, cfg.scheduler.max_running_requests, context);
+    step.largest_step = model::largest_step(model, cfg.scheduler.max_prefill_tokens, cfg.scheduler.max_running_requests,
+                                            context, cfg.scheduler.max_prompt_logprob_tokens);
     const auto numerics = cfg.model.numerics == "official" ? model::numerics_mode::official : model::numerics_mode::hf;
     const int threads = cfg.backend.threads > 0 ? static_cast<int>(cfg.backend.threads)
                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -69,6 +69,7 @@ struct scheduler_section {
     int64_t max_running_requests = 0;
     int64_t max_queued_requests = 0;
     int64_t max_prefill_tokens = 0;   // per-step prefill token budget (chunk size)
+    int64_t max_prompt_logprob_tokens = 0;  // of which prompt-logprob requests' (every row's logits)
     int64_t max_context_tokens = 0;   // prompt + completion (0 = the model's maximum)
     int64_t queue_timeout_ms = 0;     // a queued request not started within this fails
     int64_t stall_timeout_ms = 0;     // a loop with work and no progress for this → /health 503

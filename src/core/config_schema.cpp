@@ -140,6 +140,10 @@ const std::vector<field>& table() {
          REF(scheduler.max_queued_requests), 0, 1 << 24),
         integer("scheduler", "max_prefill_tokens", "Prompt tokens processed per step.",
          REF(scheduler.max_prefill_tokens), 1, 1 << 24),
+        integer("scheduler", "max_prompt_logprob_tokens",
+         "Prompt tokens per step of requests that ask prompt logprobs (each such token's logits "
+         "row comes back, vocab x 4 bytes): bounds the step's logits.",
+         REF(scheduler.max_prompt_logprob_tokens), 1, 1 << 24),
         integer("scheduler", "max_context_tokens",
          "Prompt + completion limit (0: the model's maximum).", REF(scheduler.max_context_tokens),
          0, k_int_max),

@@ -16,6 +16,7 @@ scheduler_options scheduler_options_from(const config& cfg, std::shared_ptr<hear
     so.max_running_requests = cfg.scheduler.max_running_requests;
     so.max_queued_requests = cfg.scheduler.max_queued_requests;
     so.max_prefill_tokens = cfg.scheduler.max_prefill_tokens;
+    so.max_prompt_logprob_tokens = cfg.scheduler.max_prompt_logprob_tokens;
     so.max_context_tokens = cfg.scheduler.max_context_tokens;
     so.queue_timeout_ms = cfg.scheduler.queue_timeout_ms;
     so.loop_heartbeat = std::move(beat);

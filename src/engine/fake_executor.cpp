@@ -77,6 +77,7 @@ status fake_executor::execute(const step_plan& plan, step_output& out) {
         max_chunk_.store(std::max<int64_t>(max_chunk_.load(), int64_t(it.tokens.size())));
     }
     max_batch_.store(std::max<int64_t>(max_batch_.load(), int64_t(plan.items.size())));
+    max_logit_rows_.store(std::max<int64_t>(max_logit_rows_.load(), int64_t(out.logits.size()) / opt_.vocab));
     return status::ok();
 }
 

@@ -51,6 +51,7 @@ class fake_executor final : public model_executor {
     int64_t live_sequences() const { return live_.load(); }
     int64_t max_batch_seen() const { return max_batch_.load(); }
     int64_t max_chunk_seen() const { return max_chunk_.load(); }
+    int64_t max_logit_rows_seen() const { return max_logit_rows_.load(); }  // in one step
     int64_t steps_executed() const { return steps_.load(); }
 
   private:
@@ -64,6 +65,7 @@ class fake_executor final : public model_executor {
     std::atomic<int64_t> live_{0};
     std::atomic<int64_t> max_batch_{0};
     std::atomic<int64_t> max_chunk_{0};
+    std::atomic<int64_t> max_logit_rows_{0};
     std::atomic<int64_t> steps_{0};
 };
 

@@ -31,7 +31,7 @@ scheduler::scheduler(std::unique_ptr<model_executor> executor, std::unique_ptr<c
       eos_(executor_->eos_token_id()),
       seed_rng_(std::random_device{}()),
       verifier_(opt_.verify, *executor_, *capacity_) {
-    TANDEM_CHECK(opt_.max_running_requests > 0 && opt_.max_prefill_tokens > 0);
+    TANDEM_CHECK(opt_.max_running_requests > 0 && opt_.max_prefill_tokens > 0 && opt_.max_prompt_logprob_tokens > 0);
     int64_t limit = executor_->max_context_tokens();
     if (opt_.max_context_tokens > 0) limit = std::min(limit, opt_.max_context_tokens);
     // A request alone must always fit in the cache, or preemption could not guarantee progress.

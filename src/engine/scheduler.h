@@ -62,6 +62,9 @@ struct scheduler_options {
     // submit() answers unavailable (→ 503).
     int64_t max_queued_requests = 256;
     int64_t max_prefill_tokens = 2048;
+    // Of those, tokens of requests that ask prompt logprobs: each such token's logits row comes
+    // back, so this bounds a step's logits (model/step_memory.h) at vocab × 4 bytes a row.
+    int64_t max_prompt_logprob_tokens = 256;
     int64_t max_context_tokens = 0;  // 0: the executor's maximum (also capped by the cache)
     int64_t queue_timeout_ms = 60000;
     std::shared_ptr<tandem::heartbeat> loop_heartbeat;  // null: a private one (tests)

@@ -52,6 +52,7 @@ step_plan scheduler::build_plan() {
     step_plan plan;
     plan.step = step_no_;
     int64_t budget = opt_.max_prefill_tokens;
+    int64_t logprob_budget = opt_.max_prompt_logprob_tokens;  // rows whose logits all come back
     for (const auto& rp : running_) {
         request& r = *rp;
         if (r.transferring()) continue;  // its prompt is being computed by a prefill engine
@@ -60,6 +61,7 @@ step_plan scheduler::build_plan() {
         TANDEM_CHECK(remaining >= 1);
         const bool decoding = r.state.state == request_state::decoding;
         int64_t n = decoding ? 1 : std::min(remaining, budget);
+        if (!decoding && r.wants_prompt_logprobs()) n = std::min(n, logprob_budget);
         // Prefix cache: a chunk ends on the next snapshot boundary (the same logits either way).
         if (!decoding && prefix_) n = std::min(n, prefix_->next_stop(r) - r.computed);
         if (n == 0) continue;  // prefill budget spent; it continues next step
@@ -79,6 +81,7 @@ step_plan scheduler::build_plan() {
         } else {
             plan.prefill_tokens += n;
             budget -= n;
+            if (r.wants_prompt_logprobs()) logprob_budget -= n;
         }
         plan.items.push_back(std::move(item));
     }

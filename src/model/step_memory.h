@@ -41,9 +41,10 @@ struct step_memory {
 step_memory step_buffer_bound(const model_config& c, const step_shape& s, numerics_mode numerics, int threads);
 
 // The step the scheduler can build at most: max_prefill_tokens of prompts plus one token for each
-// of max_running sequences, every row's logits (prompt logprobs ask for them), and contexts filling
-// `context_tokens` (the cache pool's capacity; each sequence at most max_position_embeddings).
+// of max_running sequences; logits for a row of each sequence plus every prompt-logprob row (at
+// most max_prompt_logprob_tokens of the prompts'); contexts filling `context_tokens` (the cache
+// pool's capacity; each sequence at most max_position_embeddings).
 step_shape largest_step(const model_config& c, int64_t max_prefill_tokens, int64_t max_running,
-                        int64_t context_tokens);
+                        int64_t context_tokens, int64_t max_prompt_logprob_tokens);
 
 }  // namespace tandem::model

@@ -120,9 +120,14 @@ def test_plan_reports_the_step_buffers_and_memory_fraction_leaves_them_room():
     b = fixed["step_buffers"]
     assert b["reserved"] is False and b["tokens"] == 2048 + 64 and b["sequences"] == 64
     assert b["bytes"] == b["activations"] + b["context"] + b["logits"] + b["per_thread"]
-    # Every row's logits (prompt logprobs can ask for them), fp32, once: the head writes them into
-    # the engine's step output (there used to be two more copies of them on the way).
-    assert 4 * b["tokens"] * 129280 <= b["logits"] < 4 * b["tokens"] * 129280 + 16 * b["tokens"]
+    # A row per sequence plus scheduler.max_prompt_logprob_tokens (256) prompt-logprob rows, fp32,
+    # once: the head writes them into the engine's step output (there used to be two more copies,
+    # and every row of the step counted).
+    rows = 64 + 256
+    assert 4 * rows * 129280 <= b["logits"] < 4 * rows * 129280 + 16 * rows
+    more = step_buffers("--set", "cache.memory_bytes=68719476736", "--set", "scheduler.max_prefill_tokens=2048",
+                        "--set", "scheduler.max_running_requests=64", "--set", "scheduler.max_prompt_logprob_tokens=1024")
+    assert more["step_buffers"]["logits"] - b["logits"] >= 4 * 768 * 129280
     # ~0.85 MB of activations per token at Flash's widths (measured on flash-slice: 0.8-0.9).
     assert 0.7e6 < b["activations"] / b["tokens"] < 1.1e6
     half = step_buffers("--set", "cache.memory_bytes=68719476736",

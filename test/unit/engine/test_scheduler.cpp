@@ -344,6 +344,46 @@ TEST_CASE("scheduler: prompt logprobs are exact for every chunk size, once, desp
     }
 }
 
+TEST_CASE("scheduler: prompt-logprob rows per step stay within max_prompt_logprob_tokens, other prompts keep the budget") {
+    fake_executor_options fo;
+    sampling_params with;
+    with.temperature = 0;
+    with.max_tokens = 3;
+    with.ignore_eos = true;
+    with.prompt_logprobs = true;
+    sampling_params without = with;
+    without.prompt_logprobs = false;
+    const auto a = make_prompt(31, 23, fo.vocab), b = make_prompt(32, 23, fo.vocab), c = make_prompt(33, 40, fo.vocab);
+    for (int64_t cap : {int64_t{5}, int64_t{1000}}) {
+        CAPTURE(cap);
+        scheduler_options so;
+        so.max_prefill_tokens = 100;
+        so.max_prompt_logprob_tokens = cap;
+        std::atomic<bool> go{false};  // the first step sees all three
+        so.before_step = [&go](uint64_t) {
+            while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        };
+        auto t = make_test_engine(fo, so);
+        std::deque<collector> cols(3);
+        REQUIRE(t.eng->submit({a, with, cols[0].sink(), ""}));
+        REQUIRE(t.eng->submit({b, with, cols[1].sink(), ""}));
+        REQUIRE(t.eng->submit({c, without, cols[2].sink(), ""}));
+        go.store(true);
+        for (auto& col : cols) REQUIRE(col.wait_final());
+        // Capped: at most 5 prompt-logprob rows plus one row per sequence; uncapped, both prompts'
+        // 46 rows come back in the first step.
+        if (cap == 5) CHECK(t.exec->max_logit_rows_seen() <= 5 + 3);
+        else CHECK(t.exec->max_logit_rows_seen() >= 46);
+        CHECK(t.exec->max_chunk_seen() == 40);  // the prompt without logprobs in one chunk
+        const std::vector<int32_t>* prompts[] = {&a, &b, &c};
+        for (size_t i = 0; i < 3; ++i) {
+            std::lock_guard lock(cols[i].mu);
+            CHECK(cols[i].tokens == reference_tokens(*prompts[i], i < 2 ? with : without, 0, fo));
+            CHECK(cols[i].prompt_logprobs.size() == (i < 2 ? prompts[i]->size() : 0));
+        }
+    }
+}
+
 TEST_CASE("scheduler: an injected stall makes the heartbeat report a problem") {
     fake_executor_options fo;
     scheduler_options so;
