@@ -175,6 +175,8 @@ result<memory_budget> resolve_memory_budget(const config& cfg, const model::mode
     step_reservation& step = b.step;
     step.largest_step = model::largest_step(model, cfg.scheduler.max_prefill_tokens, cfg.scheduler.max_running_requests,
                                             context, cfg.scheduler.max_prompt_logprob_tokens);
+    // Shadow verification keeps its own step output (engine/verifier.h): a chunk's every row.
+    if (cfg.verify.sample_rate > 0) step.largest_step.logit_rows += cfg.verify.max_chunk_tokens;
     const auto numerics = cfg.model.numerics == "official" ? model::numerics_mode::official : model::numerics_mode::hf;
     const int threads = cfg.backend.threads > 0 ? static_cast<int>(cfg.backend.threads)
                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

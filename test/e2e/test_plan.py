@@ -122,12 +122,17 @@ def test_plan_reports_the_step_buffers_and_memory_fraction_leaves_them_room():
     assert b["bytes"] == b["activations"] + b["context"] + b["logits"] + b["per_thread"]
     # A row per sequence plus scheduler.max_prompt_logprob_tokens (256) prompt-logprob rows, fp32,
     # once: the head writes them into the engine's step output (there used to be two more copies,
-    # and every row of the step counted).
-    rows = 64 + 256
+    # and every row of the step counted); and the shadow verifier's chunk (on by default: 32 rows).
+    rows = 64 + 256 + 32
     assert 4 * rows * 129280 <= b["logits"] < 4 * rows * 129280 + 16 * rows
     more = step_buffers("--set", "cache.memory_bytes=68719476736", "--set", "scheduler.max_prefill_tokens=2048",
                         "--set", "scheduler.max_running_requests=64", "--set", "scheduler.max_prompt_logprob_tokens=1024")
     assert more["step_buffers"]["logits"] - b["logits"] >= 4 * 768 * 129280
+    # Shadow verification's own step output: a chunk's every row, counted only while it is on.
+    verifying, off = (step_buffers("--set", "cache.memory_bytes=68719476736", "--set", "scheduler.max_prefill_tokens=2048",
+                                   "--set", "scheduler.max_running_requests=64", "--set", f"verify.sample_rate={rate}",
+                                   "--set", "verify.max_chunk_tokens=1024")["step_buffers"]["logits"] for rate in (0.5, 0))
+    assert verifying - off >= 4 * 1024 * 129280 and off == b["logits"] - (4 * 32 * 129280 + 8 * 32)
     # ~0.85 MB of activations per token at Flash's widths (measured on flash-slice: 0.8-0.9).
     assert 0.7e6 < b["activations"] / b["tokens"] < 1.1e6
     half = step_buffers("--set", "cache.memory_bytes=68719476736",
