@@ -173,10 +173,10 @@ result<memory_budget> resolve_memory_budget(const config& cfg, const model::mode
     const int64_t context = static_cast<int64_t>(static_cast<double>(*unreserved) / std::max(layout.bytes_per_token(), 1.0));
     memory_budget b;
     step_reservation& step = b.step;
-    step.largest_step = model::largest_step(model, cfg.scheduler.max_prefill_tokens, cfg.scheduler.max_running_requests,
-                                            context, cfg.scheduler.max_prompt_logprob_tokens);
-    // Shadow verification keeps its own step output (engine/verifier.h): a chunk's every row.
-    if (cfg.verify.sample_rate > 0) step.largest_step.logit_rows += cfg.verify.max_chunk_tokens;
+    const model::step_limits limits{cfg.scheduler.max_prefill_tokens, cfg.scheduler.max_running_requests,
+                                    cfg.scheduler.max_prompt_logprob_tokens,
+                                    cfg.verify.sample_rate > 0 ? cfg.verify.max_chunk_tokens : 0};
+    step.largest_step = model::largest_step(model, limits, context);
     const auto numerics = cfg.model.numerics == "official" ? model::numerics_mode::official : model::numerics_mode::hf;
     const int threads = cfg.backend.threads > 0 ? static_cast<int>(cfg.backend.threads)
                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -336,15 +336,13 @@ std::string render_plan_text(const cache_plan& p) {
         const model::step_memory& b = p.step.buffers;
         s += fmt::format("CPU forward step buffers (besides the pool; {}): "
                          "{} B ({}) at the largest step of {} tokens over {} sequences, contexts {} tokens: "
-                         "activations {}, decoded context {}, logits {}, "
-                         "per-thread scratch {}\n",
+                         "activations {}, decoded context {}, logits {}, per-thread scratch {}\n",
                          p.step.reserved ? "taken out of MemAvailable before cache.memory_fraction"
                                                  : "not part of cache.memory_bytes: leave room for them",
                          b.total(), human(static_cast<double>(b.total())), p.step.largest_step.tokens,
                          p.step.largest_step.sequences, p.step.largest_step.context_tokens,
                          human(static_cast<double>(b.activations)), human(static_cast<double>(b.context)),
-                         human(static_cast<double>(b.logits)),
-                         human(static_cast<double>(b.per_thread)));
+                         human(static_cast<double>(b.logits)), human(static_cast<double>(b.per_thread)));
     }
     const capacity c = compute_capacity(p);
     if (!p.does_not_fit.empty()) {
@@ -412,8 +410,7 @@ std::string render_plan_json(const cache_plan& p) {
     w.key("step_buffers").begin_object();
     w.key("bytes").value(p.step.buffers.total());
     w.key("activations").value(p.step.buffers.activations).key("context").value(p.step.buffers.context);
-    w.key("logits").value(p.step.buffers.logits);
-    w.key("per_thread").value(p.step.buffers.per_thread);
+    w.key("logits").value(p.step.buffers.logits).key("per_thread").value(p.step.buffers.per_thread);
     w.key("tokens").value(p.step.largest_step.tokens).key("sequences").value(p.step.largest_step.sequences);
     w.key("context_tokens").value(p.step.largest_step.context_tokens);
     w.key("reserved").value(p.step.reserved);

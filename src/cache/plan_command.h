@@ -60,8 +60,8 @@ std::string model_config_path(const config& cfg);
 result<int64_t> resolve_memory_budget(int64_t memory_bytes, double memory_fraction, int64_t reserved_bytes = 0);
 // The budget of each engine for this configuration and model: with cache.memory_fraction the
 // step buffers of the largest step (scheduler.max_prefill_tokens + max_running_requests rows,
-// contexts filling the pool; the logits of its rows and of a verification chunk's) are reserved first, for every engine of the process, and the engines
-// split the rest (pd role both: two pools of half); with cache.memory_bytes that is each engine's
+// contexts filling the pool; model::largest_step) are reserved first, for every engine of the
+// process, and the engines split the rest (pd role both: two pools of half); with cache.memory_bytes that is each engine's
 // pool and the step buffers are only reported (that budget is the operator's).
 result<memory_budget> resolve_memory_budget(const config& cfg, const model::model_config& model, const layout_spec& layout);
 // The layout options from the [cache] section (errors name the key).

@@ -107,13 +107,13 @@ result<std::shared_ptr<prefix_cache>> make_prefix_cache(const config& cfg,
 namespace {
 
 result<std::unique_ptr<model::model>> load_model(const config& cfg, const model::model* share_weights_of) {
-    result<model::model_options> mo =
-        model::model_options_from(cfg.model.numerics, cfg.backend.threads, cfg.model.weight_pages);
-    if (!mo) return mo.error();
-    if (share_weights_of) {
+    if (share_weights_of) {  // same config, so the same options as the model it shares with
         TANDEM_LOG_INFO("weights: shared with the other engine in this process (no second copy)");
         return share_weights_of->sharing_weights();
     }
+    result<model::model_options> mo =
+        model::model_options_from(cfg.model.numerics, cfg.backend.threads, cfg.model.weight_pages);
+    if (!mo) return mo.error();
     result<std::unique_ptr<model::model>> m = model::model::load(cfg.model.path, *mo);
     if (!m) return m.error().with_context("loading the model from model.path");
     return m;

@@ -80,14 +80,16 @@ step_memory step_buffer_bound(const model_config& c, const step_shape& s, numeri
     return m;
 }
 
-step_shape largest_step(const model_config& c, int64_t max_prefill_tokens, int64_t max_running,
-                        int64_t context_tokens, int64_t max_prompt_logprob_tokens) {
+step_shape largest_step(const model_config& c, const step_limits& limits, int64_t context_tokens) {
+    const int64_t max_running = limits.max_running;
     step_shape s;
-    s.tokens = max_prefill_tokens + max_running;
+    s.tokens = limits.max_prefill_tokens + max_running;
     s.sequences = max_running;
     // One row per sequence (its last token's, or its decode row) and, on top, the prompt-logprob
-    // rows a step may hold (the scheduler caps them: scheduler.max_prompt_logprob_tokens).
-    s.logit_rows = std::min(s.tokens, std::min(max_prefill_tokens, max_prompt_logprob_tokens) + max_running);
+    // rows a step may hold (the scheduler caps them: scheduler.max_prompt_logprob_tokens); then
+    // the verifier's chunk, every row of which comes back into its own step output.
+    s.logit_rows = std::min(s.tokens, std::min(limits.max_prefill_tokens, limits.max_prompt_logprob_tokens) + max_running) +
+                   limits.verify_chunk_tokens;
     s.context_tokens = std::min(context_tokens, max_running * c.max_position_embeddings);
     s.longest_context = std::min(context_tokens, c.max_position_embeddings);
     return s;

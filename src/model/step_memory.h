@@ -40,11 +40,19 @@ struct step_memory {
 
 step_memory step_buffer_bound(const model_config& c, const step_shape& s, numerics_mode numerics, int threads);
 
+// The scheduler's limits that shape its largest step ([scheduler], [verify]).
+struct step_limits {
+    int64_t max_prefill_tokens = 0;
+    int64_t max_running = 0;
+    int64_t max_prompt_logprob_tokens = 0;
+    int64_t verify_chunk_tokens = 0;  // verify.max_chunk_tokens while verification is on, else 0
+};
+
 // The step the scheduler can build at most: max_prefill_tokens of prompts plus one token for each
 // of max_running sequences; logits for a row of each sequence plus every prompt-logprob row (at
-// most max_prompt_logprob_tokens of the prompts'); contexts filling `context_tokens` (the cache
-// pool's capacity; each sequence at most max_position_embeddings).
-step_shape largest_step(const model_config& c, int64_t max_prefill_tokens, int64_t max_running,
-                        int64_t context_tokens, int64_t max_prompt_logprob_tokens);
+// most max_prompt_logprob_tokens of the prompts'), plus the shadow verifier's chunk (its own step
+// output, engine/verifier.h); contexts filling `context_tokens` (the cache pool's capacity; each
+// sequence at most max_position_embeddings).
+step_shape largest_step(const model_config& c, const step_limits& limits, int64_t context_tokens);
 
 }  // namespace tandem::model

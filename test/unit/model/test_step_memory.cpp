@@ -115,15 +115,15 @@ TEST_CASE("model: the bound grows with every dimension of the step, and largest_
     CHECK(step_buffer_bound(*cfg, base, numerics_mode::hf, 4).per_thread ==
           2 * step_buffer_bound(*cfg, base, numerics_mode::hf, 2).per_thread);
 
-    const step_shape s = largest_step(*cfg, 2048, 64, int64_t{1} << 40, 256);
+    const step_shape s = largest_step(*cfg, {2048, 64, 256}, int64_t{1} << 40);
     CHECK(s.tokens == 2048 + 64);
     CHECK(s.sequences == 64);
     CHECK(s.logit_rows == 256 + 64);  // a row per sequence and the prompt-logprob rows
     CHECK(s.longest_context == cfg->max_position_embeddings);
     CHECK(s.context_tokens == 64 * cfg->max_position_embeddings);
-    CHECK(largest_step(*cfg, 2048, 64, int64_t{1} << 40, 4096).logit_rows == s.tokens);  // at most every row
-    CHECK(largest_step(*cfg, 100, 64, int64_t{1} << 40, 256).logit_rows == 100 + 64);
-    const step_shape small_pool = largest_step(*cfg, 2048, 64, 100000, 256);
+    CHECK(largest_step(*cfg, {2048, 64, 4096}, int64_t{1} << 40).logit_rows == s.tokens);  // at most every row
+    CHECK(largest_step(*cfg, {100, 64, 256}, int64_t{1} << 40).logit_rows == 100 + 64);
+    const step_shape small_pool = largest_step(*cfg, {2048, 64, 256}, 100000);
     CHECK(small_pool.context_tokens == 100000);
     CHECK(small_pool.longest_context == 100000);
 }
