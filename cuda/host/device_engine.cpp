@@ -66,7 +66,8 @@ result<std::shared_ptr<pool_arena_owner>> alloc_pool_arena(const config& cfg, in
 }  // namespace
 
 result<engine::cpu_engine_parts> make_device_engine_parts(const config& cfg, uint64_t model_fingerprint,
-                                                          std::shared_ptr<heartbeat> copy_thread_beat) {
+                                                          std::shared_ptr<heartbeat> copy_thread_beat,
+                                                          std::shared_ptr<const resident_weights> share) {
     result<model::model_options> mo =
         model::model_options_from(cfg.model.numerics, cfg.backend.threads, cfg.model.weight_pages);
     if (!mo) return mo.error();
@@ -84,12 +85,15 @@ result<engine::cpu_engine_parts> make_device_engine_parts(const config& cfg, uin
     engine::cpu_engine_parts parts;
     parts.sequences = std::make_shared<engine::pool_sequences>(std::move(pool.value()));
     const std::string where = (*ops)->describe();
-    result<std::unique_ptr<device_executor>> ex =
-        device_executor::create(std::move(ops.value()), device_buffer{}, cfg.model.path, mo->numerics, parts.sequences);
+    const bool shared = share != nullptr;
+    result<std::unique_ptr<device_executor>> ex = device_executor::create(
+        std::move(ops.value()), device_buffer{}, cfg.model.path, mo->numerics, parts.sequences, std::move(share));
     if (!ex) return ex.error().with_context("model.path");
-    TANDEM_LOG_INFO("CUDA executor on {}: weights {:.1f} MiB resident as stored, cache pool {:.1f} MiB ({} pages, {} sequence slots)",
-                    where, double((*ex)->weight_bytes()) / (1 << 20), double(arena_bytes) / (1 << 20), plan->split.num_pages,
-                    plan->split.num_slots);
+    TANDEM_LOG_INFO("CUDA executor on {}: weights {:.1f} MiB resident as stored{}, cache pool {:.1f} MiB ({} pages, {} sequence slots)",
+                    where, double((*ex)->weight_bytes()) / (1 << 20),
+                    shared ? " (shared with the other engine in this process, no second copy)" : "",
+                    double(arena_bytes) / (1 << 20), plan->split.num_pages, plan->split.num_slots);
+    parts.weights.device = (*ex)->weights();
     parts.executor = std::move(ex.value());
     result<std::shared_ptr<engine::prefix_cache>> prefix =
         engine::make_prefix_cache(cfg, *plan, parts.sequences, model_fingerprint, std::move(copy_thread_beat));

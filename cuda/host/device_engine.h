@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "core/config.h"
+#include "cuda/host/device_weights.h"
 #include "core/liveness.h"
 #include "engine/cpu_engine.h"
 #include "engine/engine.h"
@@ -23,8 +24,11 @@ namespace tandem::cuda {
 // One device engine's parts before its scheduler starts (pd builds two and wires them). Keys read:
 // as engine::make_cpu_engine_parts, plus backend.test_emulate_device. `model_fingerprint` goes into
 // the prefix cache's key; `copy_thread_beat`: the host tier's copy-thread heartbeat (may be null).
+// `share`: weights the other device engine of this process holds for the same model.path (pd role
+// both), read instead of a second upload.
 result<engine::cpu_engine_parts> make_device_engine_parts(const config& cfg, uint64_t model_fingerprint = 0,
-                                                          std::shared_ptr<heartbeat> copy_thread_beat = nullptr);
+                                                          std::shared_ptr<heartbeat> copy_thread_beat = nullptr,
+                                                          std::shared_ptr<const resident_weights> share = nullptr);
 
 // Parts + scheduler (the single topology).
 result<std::unique_ptr<engine::engine>> make_device_engine(const config& cfg, liveness_registry* liveness,

@@ -12,21 +12,33 @@ namespace tandem::cuda {
 result<std::unique_ptr<device_executor>> device_executor::create(std::unique_ptr<device_runtime> ops, device_buffer arena,
                                                                  const std::string& model_dir,
                                                                  model::numerics_mode numerics,
-                                                                 std::shared_ptr<engine::pool_sequences> seqs) {
+                                                                 std::shared_ptr<engine::pool_sequences> seqs,
+                                                                 std::shared_ptr<const resident_weights> share) {
     namespace fs = std::filesystem;
     // From here on every early return frees the arena while its ops are still alive.
     std::unique_ptr<device_executor> ex(new device_executor(std::move(ops), std::move(arena), std::move(seqs)));
     result<model::model_config> cfg = model::load_model_config((fs::path(model_dir) / "config.json").string());
     if (!cfg) return cfg.error();
-    result<model::checkpoint> ck = model::checkpoint::open_dir(model_dir);
-    if (!ck) return ck.error();
-    result<model::model_weights> w = model::load_weights(*cfg, *ck);
-    if (!w) return w.error().with_context(model_dir);
     const cache::layout_spec& l = ex->seqs_->pool().layout();
     if (l.num_layers() != cfg->num_layers_total() || l.window_rows() != cfg->sliding_window || l.kv_row().dims != cfg->head_dim)
         return make_error(error_code::invalid_argument,
                           fmt::format("cache pool layout ({}) does not belong to the model in {}", l.describe(), model_dir));
-    result<std::unique_ptr<device_forward>> f = device_forward::create(*ex->ops_, *cfg, *w, numerics);
+    if (share) {
+        if (share->model_dir != model_dir)
+            return make_error(error_code::internal, fmt::format("device executor for {} offered the weights of {}",
+                                                                model_dir, share->model_dir));
+        ex->weights_ = std::move(share);
+    } else {
+        result<model::checkpoint> ck = model::checkpoint::open_dir(model_dir);
+        if (!ck) return ck.error();
+        result<model::model_weights> w = model::load_weights(*cfg, *ck);
+        if (!w) return w.error().with_context(model_dir);
+        result<std::shared_ptr<const resident_weights>> up =
+            upload_resident(ex->ops_, *w, cfg->num_hidden_layers, model_dir);
+        if (!up) return up.error().with_context("uploading the weights to " + ex->ops_->describe());
+        ex->weights_ = std::move(up.value());
+    }
+    result<std::unique_ptr<device_forward>> f = device_forward::create(*ex->ops_, *cfg, ex->weights_, numerics);
     if (!f) return f.error();
     ex->forward_ = std::move(f.value());
     return ex;

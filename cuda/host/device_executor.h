@@ -24,11 +24,14 @@ public:
     // the weights into `ops`' space. `seqs`' pool must be laid out for this model, its arena in
     // that space (the host pool for the emulation; cache::page_pool::create_external on a GPU).
     // `arena`: the pool's slab when ops allocated it (kept alive exactly as long as the executor,
-    // freed before the ops); empty when the pool's arena is host memory.
+    // freed before the ops); empty when the pool's arena is host memory. `share`: weights another
+    // executor of this process already holds for model_dir (pd role both), read instead of loading
+    // and uploading the checkpoint again; their runtime must address ops' space.
     static result<std::unique_ptr<device_executor>> create(std::unique_ptr<device_runtime> ops, device_buffer arena,
                                                            const std::string& model_dir,
                                                            model::numerics_mode numerics,
-                                                           std::shared_ptr<engine::pool_sequences> seqs);
+                                                           std::shared_ptr<engine::pool_sequences> seqs,
+                                                           std::shared_ptr<const resident_weights> share = nullptr);
 
     result<engine::sequence_id> new_sequence() override { return seqs_->create(); }
     void free_sequence(engine::sequence_id id) override { seqs_->destroy(id); }
@@ -38,6 +41,8 @@ public:
     int64_t max_context_tokens() const override;
 
     int64_t weight_bytes() const { return forward_->weight_bytes(); }
+    // The weights this executor reads, for another executor of this process to share.
+    const std::shared_ptr<const resident_weights>& weights() const { return weights_; }
     // K12 rows scored on the device since creation, and how many of them fell back to the host
     // selection (an exact tie at the k-th boundary).
     device_forward::top_k_counts top_k_stats() const { return forward_->top_k_stats(); }
@@ -47,8 +52,11 @@ private:
     device_executor(std::unique_ptr<device_runtime> ops, device_buffer arena, std::shared_ptr<engine::pool_sequences> seqs)
         : ops_(std::move(ops)), arena_(std::move(arena)), seqs_(std::move(seqs)) {}
 
-    std::unique_ptr<device_runtime> ops_;  // outlives arena_ and forward_, whose buffers it frees
+    // Outlives arena_ and forward_, whose buffers it frees; shared with the resident weights this
+    // executor uploaded, which may outlive it (another engine reading them).
+    std::shared_ptr<device_runtime> ops_;
     device_buffer arena_;
+    std::shared_ptr<const resident_weights> weights_;
     std::unique_ptr<device_forward> forward_;
     std::shared_ptr<engine::pool_sequences> seqs_;
     std::vector<cache::slot_ref> slots_;  // reused between steps

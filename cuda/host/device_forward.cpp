@@ -8,17 +8,16 @@
 namespace tandem::cuda {
 
 result<std::unique_ptr<device_forward>> device_forward::create(device_runtime& ops, const model::model_config& cfg,
-                                                               const model::model_weights& w,
+                                                               std::shared_ptr<const resident_weights> weights,
                                                                model::numerics_mode numerics) {
     if (cfg.hc_mult < 1 || cfg.hc_mult > 8)
         return make_error(error_code::invalid_argument, fmt::format("the device forward supports hc_mult 1..8 (config has {})", cfg.hc_mult));
     if (cfg.num_experts_per_tok > 16)
         return make_error(error_code::invalid_argument,
                           fmt::format("the device forward supports up to 16 experts per token (config has {})", cfg.num_experts_per_tok));
-    std::unique_ptr<device_forward> f(new device_forward(ops, cfg, numerics));
-    result<device_weights> dw = upload_weights(ops, w, cfg.num_hidden_layers);
-    if (!dw) return dw.error().with_context("uploading the weights to " + ops.describe());
-    f->w_ = std::move(dw.value());
+    if (!weights || static_cast<int64_t>(weights->w.layers.size()) != cfg.num_hidden_layers)
+        return make_error(error_code::internal, "device forward: resident weights missing or not of this model's layers");
+    std::unique_ptr<device_forward> f(new device_forward(ops, cfg, std::move(weights), numerics));
     auto table = [&](const model::rope_config& rc, device_buffer& dst, int64_t& half) -> status {
         const model::rope_table t = model::make_rope_table(rc, cfg.head_dim);
         half = static_cast<int64_t>(t.inv_freq.size());

@@ -36,9 +36,11 @@ namespace tandem::cuda {
 
 class device_forward {
 public:
-    // Uploads the weights of the cfg.num_hidden_layers layers the forward runs.
+    // Over weights already resident in ops' space (upload_resident: the cfg.num_hidden_layers
+    // layers the forward runs), which this forward holds for its lifetime.
     static result<std::unique_ptr<device_forward>> create(device_runtime& ops, const model::model_config& cfg,
-                                                          const model::model_weights& w, model::numerics_mode numerics);
+                                                          std::shared_ptr<const resident_weights> weights,
+                                                          model::numerics_mode numerics);
 
     // One step: meta's rows, item i's state in slots[i] (current, capacity ensured, as the CPU
     // model's caller contract). logits: [meta.head_rows.size(), vocab] on the host.
@@ -56,8 +58,10 @@ public:
     int64_t weight_bytes() const { return w_.bytes; }
 
 private:
-    device_forward(device_runtime& ops, const model::model_config& cfg, model::numerics_mode numerics)
-        : ops_(ops), cfg_(cfg), official_(numerics == model::numerics_mode::official) {}
+    device_forward(device_runtime& ops, const model::model_config& cfg, std::shared_ptr<const resident_weights> weights,
+                   model::numerics_mode numerics)
+        : ops_(ops), cfg_(cfg), official_(numerics == model::numerics_mode::official), weights_(std::move(weights)),
+          w_(weights_->w) {}
 
     // Per-step device scratch: one growable buffer per use; a pointer stays valid until the
     // next request for the same slot.
@@ -94,7 +98,8 @@ private:
     device_runtime& ops_;
     model::model_config cfg_;
     bool official_;
-    device_weights w_;
+    std::shared_ptr<const resident_weights> weights_;  // shared with the other engine of pd role both
+    const device_weights& w_;
     device_buffer rope_main_, rope_compress_;  // inv_freq tables
     int64_t rope_half_main_ = 0, rope_half_compress_ = 0;
     std::vector<device_buffer> scratch_ = std::vector<device_buffer>(b_count);

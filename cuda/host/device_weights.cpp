@@ -110,4 +110,16 @@ result<device_weights> upload_weights(device_runtime& ops, const model::model_we
     return d;
 }
 
+result<std::shared_ptr<const resident_weights>> upload_resident(std::shared_ptr<device_runtime> ops,
+                                                               const model::model_weights& w, int64_t layers,
+                                                               std::string model_dir) {
+    auto r = std::make_shared<resident_weights>();
+    result<device_weights> d = upload_weights(*ops, w, layers);
+    if (!d) return d.error();
+    r->ops = std::move(ops);
+    r->w = std::move(d.value());
+    r->model_dir = std::move(model_dir);
+    return std::shared_ptr<const resident_weights>(std::move(r));
+}
+
 }  // namespace tandem::cuda

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -65,5 +67,22 @@ struct device_weights {
 
 // Uploads the first `layers` layers' weights (plus embed, head, norms) into `ops`' space.
 result<device_weights> upload_weights(device_runtime& ops, const model::model_weights& w, int64_t layers);
+
+// Weights uploaded once and read by every device forward of this process over the same checkpoint
+// (pd with role both: the prefill and the decode engine). Why shared: two engines on one device
+// would otherwise hold the model twice in device memory, which the cache pool needs. The runtime
+// instance that allocated the buffers is held with them (declared first: destroyed last), so the
+// weights may outlive the executor that uploaded them; every instance of one process addresses
+// the same space (GPU 0's context, or the host emulation), so a forward on another instance reads
+// them as its own. Read-only once built: forwards on two threads read them at once.
+struct resident_weights {
+    std::shared_ptr<device_runtime> ops;
+    device_weights w;
+    std::string model_dir;  // the checkpoint they came from
+};
+
+result<std::shared_ptr<const resident_weights>> upload_resident(std::shared_ptr<device_runtime> ops,
+                                                               const model::model_weights& w, int64_t layers,
+                                                               std::string model_dir);
 
 }  // namespace tandem::cuda

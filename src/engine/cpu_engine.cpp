@@ -143,7 +143,7 @@ result<cpu_engine_parts> make_cpu_engine_parts(const config& cfg, uint64_t model
 
     cpu_engine_parts parts;
     parts.sequences = std::make_shared<pool_sequences>(std::move(pool.value()));
-    parts.cpu_model = m->get();
+    parts.weights.cpu = m->get();
     parts.executor = std::make_unique<cpu_executor>(std::move(m.value()), parts.sequences);
     result<std::shared_ptr<prefix_cache>> prefix =
         make_prefix_cache(cfg, *plan, parts.sequences, model_fingerprint, std::move(copy_thread_beat));

@@ -17,8 +17,18 @@
 namespace tandem::model {
 class model;
 }
+namespace tandem::cuda {
+struct resident_weights;  // cuda/host/device_weights.h
+}
 
 namespace tandem::engine {
+
+// The weights one engine of this process loaded, which the other engine of pd with role both reads
+// instead of loading the checkpoint a second time.
+struct engine_weights {
+    const model::model* cpu = nullptr;  // the CPU model (CPU backend), valid while its executor lives
+    std::shared_ptr<const cuda::resident_weights> device;  // the device executor's (owned jointly)
+};
 
 // The pieces of one CPU engine before its scheduler starts (pd builds two and wires them).
 struct cpu_engine_parts {
@@ -26,10 +36,9 @@ struct cpu_engine_parts {
     std::unique_ptr<tandem::engine::capacity> cap;
     std::shared_ptr<pool_sequences> sequences;  // the pool, shared by executor and capacity
     std::shared_ptr<prefix_cache> prefix;       // null when cache.prefix_cache = false
-    // The CPU model the executor drives (null for the device engine): another engine in this
-    // process can share its weights (make_cpu_engine_parts' `share_weights_of`). Valid while the
-    // executor lives.
-    const model::model* cpu_model = nullptr;
+    // What another engine in this process can share (make_cpu_engine_parts' `share_weights_of`,
+    // cuda::make_device_engine_parts' `share`).
+    engine_weights weights;
 };
 
 // Keys read: model.path, model.numerics, backend.threads, cache.kv_dtype, cache.index_k_dtype,

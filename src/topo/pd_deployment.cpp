@@ -24,18 +24,19 @@ namespace {
 // A device engine's pool is in the device space; the transfer code reaches it only through the
 // pool's read/write/copy/checksum, so tcp carries its pages through the host and inproc copies
 // them device to device (one_device below).
-// share_weights_of: the other engine's CPU model in this process (role both), whose weights this
-// one uses instead of a second copy of the checkpoint.
+// share: the other engine's weights in this process (role both), which this one reads instead of a
+// second copy of the checkpoint (in host memory on the CPU, in device memory on the device).
 result<engine::cpu_engine_parts> make_parts(const config& cfg, uint64_t model_fingerprint,
                                             std::shared_ptr<heartbeat> copy_beat,
-                                            const model::model* share_weights_of = nullptr) {
-    if (cfg.backend.device == "cuda") return cuda::make_device_engine_parts(cfg, model_fingerprint, std::move(copy_beat));
-    return engine::make_cpu_engine_parts(cfg, model_fingerprint, std::move(copy_beat), share_weights_of);
+                                            const engine::engine_weights& share = {}) {
+    if (cfg.backend.device == "cuda")
+        return cuda::make_device_engine_parts(cfg, model_fingerprint, std::move(copy_beat), share.device);
+    return engine::make_cpu_engine_parts(cfg, model_fingerprint, std::move(copy_beat), share.cpu);
 }
 
 struct prefill_side {
     std::shared_ptr<engine::pool_sequences> seqs;
-    const model::model* cpu_model = nullptr;  // the executor's (CPU backend), while sched lives
+    engine::engine_weights weights;  // the executor's, for role both's decode engine (cpu: while sched lives)
     std::shared_ptr<span_holds> holds;  // pd on one device, or nccl
     std::unique_ptr<transport::buffer_channel> own_buffers;  // nccl emulated: the loopback end
     transport::buffer_channel* buffers = nullptr;           // nccl: where history bytes go
@@ -75,7 +76,7 @@ result<prefill_side> build_prefill(const config& cfg, const model_identity& mode
     if (!parts) return parts.error().with_context("prefill engine");
     prefill_side p;
     p.seqs = parts->sequences;
-    p.cpu_model = parts->cpu_model;
+    p.weights = parts->weights;
     engine::scheduler_options so =
         engine::scheduler_options_from(cfg, liveness.add("prefill scheduler"));
     so.verify = {};  // the decode side checks whole requests (prompt state included)
@@ -96,7 +97,7 @@ result<prefill_side> build_prefill(const config& cfg, const model_identity& mode
 result<decode_side> build_decode(const config& cfg, const model_identity& model,
                                  liveness_registry& liveness,
                                  std::shared_ptr<engine::pool_sequences> span_source,
-                                 const model::model* share_weights_of) {
+                                 const engine::engine_weights& share_weights_of) {
     config decode_cfg = cfg;
     decode_cfg.cache.prefix_cache = false;  // no decode-side cache yet (README: pd topology)
     result<engine::cpu_engine_parts> parts = make_parts(decode_cfg, 0, nullptr, share_weights_of);
@@ -229,9 +230,9 @@ result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
         p = std::move(built.value());
     }
     if (role != "prefill") {
-        // Role both on the CPU: the decode engine's model shares the prefill engine's weights.
+        // Role both: the decode engine reads the prefill engine's weights (no second copy).
         auto built = build_decode(cfg, *model, liveness, p && p->holds ? p->seqs : nullptr,
-                                  p ? p->cpu_model : nullptr);
+                                  p ? p->weights : engine::engine_weights{});
         if (!built) return built.error();
         d = std::move(built.value());
     }

@@ -86,6 +86,9 @@ def test_pd_on_the_emulated_device_equals_the_cpu_single(start_tandem, cpu_singl
     want = cpu_single(items)
     t = start_tandem(*cache_args(), *EMULATED, *pd_args(kind))
     assert_on_the_emulated_device(t)
+    # Role both on one device: the decode engine reads the prefill engine's upload, no second copy.
+    assert t.log.count("resident as stored") == 2, t.log
+    assert t.log.count("resident as stored (shared with the other engine in this process") == 1, t.log
     before = scrape(t)
     got = run_wave(t.url, items, streams={1, 4}, workers=8)
     assert_identical(items, got, want)

@@ -31,13 +31,13 @@ std::shared_ptr<engine::pool_sequences> make_sequences(const model::model_config
 struct executor_pair {
     std::unique_ptr<engine::model_executor> cpu, dev;
     executor_pair(const std::string& dir, cache::kv_dtype kv, cache::index_k_dtype ik, model::numerics_mode num,
-                  cuda::emulation_options emu = {}) {
+                  cuda::emulation_options emu = {}, std::shared_ptr<const cuda::resident_weights> share = nullptr) {
         auto m = model::model::load(dir, model::model_options{num, 1});
         REQUIRE_MESSAGE(m.is_ok(), m.error().message());
         auto cpu_seqs = make_sequences((*m)->config(), kv, ik);
         auto dev_seqs = make_sequences((*m)->config(), kv, ik);
         cpu = std::make_unique<engine::cpu_executor>(std::move(m.value()), cpu_seqs);
-        auto d = cuda::device_executor::create(cuda::make_emulated_runtime(emu), {}, dir, num, dev_seqs);
+        auto d = cuda::device_executor::create(cuda::make_emulated_runtime(emu), {}, dir, num, dev_seqs, std::move(share));
         REQUIRE_MESSAGE(d.is_ok(), d.error().message());
         dev_exec = d->get();
         dev = std::move(d.value());
@@ -178,4 +178,38 @@ TEST_CASE("device executor: errors name the problem and leave it usable") {
     st = ex.dev->execute(p, out);  // no pages yet
     CHECK(st.code() == error_code::out_of_range);
     CHECK(st.message().find("pages") != std::string::npos);
+}
+
+TEST_CASE("device executor: a second executor over the first's resident weights holds no copy, equals the CPU, and outlives it") {
+    // pd role both on one device: the decode engine's executor reads the prefill engine's uploaded
+    // weights. The weights (and the runtime instance that allocated them) must stay valid after the
+    // executor that uploaded them is gone.
+    temp_dir dir("device_forward_shared");
+    make_checkpoint("tiny", 3, dir.str());
+    auto first = std::make_unique<executor_pair>(dir.str(), cache::kv_dtype::fp32, cache::index_k_dtype::fp32,
+                                                 model::numerics_mode::hf);
+    const std::shared_ptr<const cuda::resident_weights> weights = first->dev_exec->weights();
+    REQUIRE(weights);
+    CHECK(weights->w.bytes == first->dev_exec->weight_bytes());
+    CHECK(weights->w.bytes > 0);
+    executor_pair second(dir.str(), cache::kv_dtype::fp32, cache::index_k_dtype::fp32, model::numerics_mode::hf, {},
+                         weights);
+    CHECK(second.dev_exec->weights().get() == weights.get());  // the same upload, not a copy
+    CHECK(second.dev_exec->weight_bytes() == weights->w.bytes);
+    compare_runs(*first);
+    first.reset();  // the uploading executor (and its runtime instance) gone
+    compare_runs(second);
+
+    // Weights of another checkpoint are refused, naming both.
+    temp_dir other("device_forward_shared_other");
+    make_checkpoint("tiny", 4, other.str());
+    auto m = model::model::load(other.str(), model::model_options{model::numerics_mode::hf, 1});
+    REQUIRE(m.is_ok());
+    auto wrong = cuda::device_executor::create(cuda::make_emulated_runtime(), {}, other.str(), model::numerics_mode::hf,
+                                               make_sequences((*m)->config(), cache::kv_dtype::fp32,
+                                                              cache::index_k_dtype::fp32),
+                                               weights);
+    REQUIRE_FALSE(wrong.is_ok());
+    CHECK(wrong.error().message().find(dir.str()) != std::string::npos);
+    CHECK(wrong.error().message().find(other.str()) != std::string::npos);
 }
