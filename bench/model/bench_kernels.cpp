@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
     if (gemv_mib < 1 || rows < 1 || rounds < 1 || K < 128 || K % 128 != 0) { std::fprintf(stderr, "%s", k_usage); return 2; }
     tandem::cpu::thread_pool pool(threads);
     tandem::bench::fma_peak_result peak;
+    double gemm_loop = 0;  // the scratch GEMM's own FMA loop (0 without the AVX-512 table)
     tandem::bench::read_bandwidth_probe probe(pool, tandem::bench::bandwidth_buffer_bytes());
 
     const weight_form forms[] = {weight_form::f32, weight_form::bf16, weight_form::f16, weight_form::fp8_e4m3,
@@ -111,6 +112,7 @@ int main(int argc, char** argv) {
         // Baselines every round, best kept (see bench_model_cpu.cpp).
         const auto p = tandem::bench::measure_fma_peak(pool);
         if (p.measured_flops > peak.measured_flops) peak = p;
+        gemm_loop = std::max(gemm_loop, tandem::bench::measure_gemm_fma_loop(pool));
         probe.measure(5);
         for (int f = 0; f < 5; ++f) {
             {
@@ -150,6 +152,10 @@ int main(int argc, char** argv) {
         std::printf(" (theoretical %.1f = %s)", peak.theoretical_flops / 1e9, peak.theoretical_formula.c_str());
     std::printf("; read bandwidth %.2f GB/s (sum over %lld MiB, best of every measurement); GEMV matrices %lld MiB\n",
                 probe.best() / 1e9, (long long)(probe.buffer_bytes() >> 20), (long long)gemv_mib);
+    if (gemm_loop > 0)
+        std::printf("ceiling: the scratch GEMM's FMA loop alone (decoded weights in L1, no decode, reductions or "
+                    "weight traffic) %.1f GFLOP/s = %.3f of the FMA peak\n",
+                    gemm_loop / 1e9, gemm_loop / peak.measured_flops);
     std::printf("%-9s %10s %10s %14s %14s %12s\n", "form", "GEMV GB/s", "÷ read bw", "÷ bw, paired", "GEMM GFLOP/s",
                 "÷ FMA peak");
     for (int f = 0; f < 5; ++f)

@@ -224,12 +224,14 @@ int main(int argc, char** argv) {
     if (!pool) { std::fprintf(stderr, "%s\n", pool.error().message().c_str()); return 1; }
     tandem::cpu::thread_pool tp(threads);
     tandem::bench::fma_peak_result peak;
+    double gemm_loop = 0;  // the GEMM's own FMA loop, FLOP/s (0 without the AVX-512 table)
     tandem::bench::read_bandwidth_probe probe(tp, tandem::bench::bandwidth_buffer_bytes());
     // Baselines are re-measured every round and the best kept, like the model figures, so a
     // busy moment on a shared machine does not deflate one side of a ratio only.
     auto measure_baselines = [&] {
         const auto p = tandem::bench::measure_fma_peak(tp);
         if (p.measured_flops > peak.measured_flops) peak = p;
+        gemm_loop = std::max(gemm_loop, tandem::bench::measure_gemm_fma_loop(tp));
         probe.measure(5);
     };
 
@@ -328,6 +330,11 @@ int main(int argc, char** argv) {
                 peak.isa.c_str());
     if (peak.theoretical_flops > 0)
         std::printf("; theoretical %.1f GFLOP/s = %s", peak.theoretical_flops / 1e9, peak.theoretical_formula.c_str());
+    if (gemm_loop > 0)
+        std::printf("\nbaseline: the scratch GEMM's FMA loop alone (its register blocks over decoded weights in L1, no "
+                    "decode, reductions or weight traffic) %.1f GFLOP/s = %.3f of the FMA peak: the most its "
+                    "instruction mix gets from this core",
+                    gemm_loop / 1e9, gemm_loop / peak.measured_flops);
     std::printf("\nbaseline: read bandwidth %.2f GB/s (sum over %lld MiB, 4x the %lld MiB last-level cache or 512 MiB; "
                 "best of every measurement)\n",
                 probe.best() / 1e9, (long long)(probe.buffer_bytes() >> 20),

@@ -2,6 +2,7 @@
 #include "machine_limits.h"
 
 #include "cpu/kernels.h"
+#include "cpu/kernels_internal.h"
 
 #include <fmt/format.h>
 
@@ -190,6 +191,28 @@ fma_peak_result measure_fma_peak(cpu::thread_pool& pool) {
                                             lanes, pipes, hz / 1e9, source);
     }
     return r;
+}
+
+double measure_gemm_fma_loop(cpu::thread_pool& pool) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (std::strncmp(cpu::kernel_isa(), "avx512", 6) != 0) return 0;
+    const int threads = pool.size();
+    const int64_t repeats = 4000;  // ~0.25 s a round on one core at the loop's speed
+    double best = 0;
+    for (int round = 0; round < 3; ++round) {
+        std::vector<double> flops(static_cast<size_t>(threads), 0);
+        auto t0 = clock_type::now();
+        on_every_thread(threads, [&](int t) { flops[static_cast<size_t>(t)] = cpu::detail::gemm_fma_loop_avx512(repeats); });
+        const double s = seconds_since(t0);
+        double total = 0;
+        for (double f : flops) total += f;
+        best = std::max(best, total / s);
+    }
+    return best;
+#else
+    (void)pool;
+    return 0;
+#endif
 }
 
 namespace {

@@ -25,6 +25,12 @@ struct fma_peak_result {
 
 fma_peak_result measure_fma_peak(cpu::thread_pool& pool);
 
+// The scratch GEMM's own FMA loop on every thread at once (cpu::detail::gemm_fma_loop_avx512: its
+// register blocks over L1-resident decoded weights and an L2-resident x tile, nothing else), FLOP/s,
+// best of three rounds: the ceiling the GEMM's instruction mix allows on this core, below the FMA
+// peak by what its loads cost. 0 unless the AVX-512 table is active (x86-64).
+double measure_gemm_fma_loop(cpu::thread_pool& pool);
+
 struct bandwidth_result {
     double read_bytes_per_s = 0;  // best of the rounds
     int64_t buffer_bytes = 0;

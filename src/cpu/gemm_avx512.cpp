@@ -378,6 +378,26 @@ void gemm_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& 
     }
 }
 
+double gemm_fma_loop_avx512(int64_t repeats) {
+    constexpr int64_t rows = 60, K = 1024;
+    std::vector<float> x(static_cast<size_t>(rows * K + 16)), scratch(static_cast<size_t>(k_scratch_floats + 16)),
+        acc(static_cast<size_t>(16 * k_rows * k_pairs + 16));
+    // Normal magnitudes (no subnormal assists); each call restarts its accumulators at zero.
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.25f + 0.01f * static_cast<float>(i % 7);
+    for (size_t i = 0; i < scratch.size(); ++i) scratch[i] = 0.5f + 0.001f * static_cast<float>(i % 13);
+    const auto aligned = [](std::vector<float>& v) {
+        return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
+    };
+    float *const xs = aligned(x), *const sc = aligned(scratch), *const ac = aligned(acc);
+    prefetcher none;
+    for (int64_t rep = 0; rep < repeats; ++rep)
+        for (int64_t r = 0; r < rows; r += k_rows) fma_block(k_rows, xs + r * K, K, sc, 0, k_chunk, ac, none, nullptr);
+    volatile float keep = ac[0];  // the results are read: the loop cannot be dropped
+    (void)keep;
+    // 16 lanes × 2 FLOPs per FMA; each row meets each pair's run once per 8-column step.
+    return 32.0 * double(repeats) * double(rows) * double(k_pairs) * double(k_chunk / 8);
+}
+
 }  // namespace tandem::cpu::detail
 
 #endif

@@ -84,4 +84,10 @@ void scale_rows_avx512(const float* x, const float* w, float r, int64_t n, float
 void gemm_avx512(const float* x, int64_t xs, int64_t rows, const weight_matrix& w, int64_t o0, int64_t o1, float* y,
                  int64_t ys);
 
+// gemm_avx512's FMA loop alone, for bench_kernels' GEMM ceiling: the kernel's own 3-row blocks of a
+// 60-row tile (rows K = 1024 apart) over one 512-column chunk of a group's decoded runs in the L1
+// scratch, `repeats` times — without the weight decode, the reductions, or the weights' trip from
+// memory. Returns the FLOPs done (x86-64 builds only; needs the AVX-512 table).
+double gemm_fma_loop_avx512(int64_t repeats);
+
 }  // namespace tandem::cpu::detail
