@@ -31,7 +31,9 @@ status phase0_bring_up(const config& cfg) {
     result<model::checkpoint> ck = model::checkpoint::open_dir(cfg.model.path);
     if (!ck) return ck.error().with_context("model.path");
     cache::pool_geometry geometry(plan->layout, plan->split.num_pages, plan->split.num_slots);
-    result<device_memory_plan> dp = plan_device_memory(*ck, geometry, scratch_estimate(cfg, plan->model));
+    // pd role both: two engines, each with its pool and scratch, over one upload of the weights.
+    result<device_memory_plan> dp =
+        plan_device_memory(*ck, geometry, scratch_estimate(cfg, plan->model), cache::engines_in_process(cfg));
     if (!dp) return dp.error();
     TANDEM_LOG_INFO("CUDA phase 0: planned {}", describe_device_memory(*dp));
     result<bringup_report> r = bring_up_device(*dp);

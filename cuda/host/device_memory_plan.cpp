@@ -21,9 +21,11 @@ const device_tensor* device_memory_plan::find(const std::string& name) const {
 }
 
 result<device_memory_plan> plan_device_memory(const model::checkpoint& ck, const cache::pool_geometry& geometry,
-                                              int64_t scratch_bytes) {
+                                              int64_t scratch_bytes, int engines) {
     if (scratch_bytes < 0) return make_error(error_code::invalid_argument, "device scratch bytes < 0");
+    if (engines < 1) return make_error(error_code::invalid_argument, "device engines < 1");
     device_memory_plan p;
+    p.engines = engines;
     int64_t at = 0;
     for (const auto& [name, view] : ck.tensors()) {
         if (view->nbytes < 0)
@@ -45,22 +47,27 @@ result<device_memory_plan> plan_device_memory(const model::checkpoint& ck, const
 
 status check_device_fit(const device_memory_plan& plan, int64_t free_bytes, const std::string& gpu) {
     if (plan.total_bytes() <= free_bytes) return status::ok();
-    std::string why = "the model and cache pool do not fit on " + gpu + ": weights " + mib(plan.weight_bytes) +
-                      " + pool " + mib(plan.pool_bytes) + " + scratch " + mib(plan.scratch_bytes) + " = " +
-                      mib(plan.total_bytes()) + ", but only " + mib(free_bytes) + " is free";
-    if (plan.weight_bytes + plan.scratch_bytes > free_bytes)
+    const int64_t n = plan.engines;
+    const std::string times = n > 1 ? std::to_string(n) + " × " : "";
+    std::string why = "the model and cache pool" + std::string(n > 1 ? "s" : "") + " do not fit on " + gpu +
+                      ": weights " + mib(plan.weight_bytes) + " + " + times + "pool " + mib(plan.pool_bytes) + " + " +
+                      times + "scratch " + mib(plan.scratch_bytes) + " = " + mib(plan.total_bytes()) + ", but only " +
+                      mib(free_bytes) + " is free";
+    if (n > 1) why += " (pd role both: two engines, each with its own pool, sharing one copy of the weights)";
+    if (plan.weight_bytes + n * plan.scratch_bytes > free_bytes)
         why += "; the weights alone do not fit (a model this size needs more GPUs, which this backend does not "
                "support yet)";
     else
-        why += "; lower cache.memory_bytes to at most " +
-               mib(free_bytes - plan.weight_bytes - plan.scratch_bytes - (plan.pool_bytes - plan.arena_bytes));
+        why += "; lower cache.memory_bytes" + std::string(n > 1 ? " (each engine's)" : "") + " to at most " +
+               mib((free_bytes - plan.weight_bytes) / n - plan.scratch_bytes - (plan.pool_bytes - plan.arena_bytes));
     return make_error(error_code::out_of_range, why);
 }
 
 std::string describe_device_memory(const device_memory_plan& plan) {
+    const std::string each = plan.engines > 1 ? " each for " + std::to_string(plan.engines) + " engines" : "";
     return "weights " + mib(plan.weight_bytes) + " (" + std::to_string(plan.tensors.size()) +
-           " tensors as stored), pool " + mib(plan.pool_bytes) + " (" + std::to_string(plan.num_pages) +
-           " pages + epochs), scratch " + mib(plan.scratch_bytes);
+           " tensors as stored, one copy), pool " + mib(plan.pool_bytes) + " (" + std::to_string(plan.num_pages) +
+           " pages + epochs)" + each + ", scratch " + mib(plan.scratch_bytes) + each;
 }
 
 }  // namespace tandem::cuda

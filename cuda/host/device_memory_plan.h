@@ -41,12 +41,17 @@ struct device_memory_plan {
 
     int64_t scratch_bytes = 0;     // per-step activations (reserved, sized by the caller)
 
-    int64_t total_bytes() const { return weight_bytes + pool_bytes + scratch_bytes; }
+    // Engines of this process on the device (pd role both: 2): each has its own pool and scratch,
+    // the weights are uploaded once and shared (cuda::resident_weights).
+    int engines = 1;
+
+    int64_t total_bytes() const { return weight_bytes + engines * (pool_bytes + scratch_bytes); }
     const device_tensor* find(const std::string& name) const;
 };
 
+// `geometry` and `scratch_bytes` are each engine's; `engines` as device_memory_plan::engines.
 result<device_memory_plan> plan_device_memory(const model::checkpoint& ck, const cache::pool_geometry& geometry,
-                                              int64_t scratch_bytes);
+                                              int64_t scratch_bytes, int engines = 1);
 
 // ok when the plan fits in `free_bytes` of `gpu`; otherwise a refusal that names the GPU, the
 // bytes each part needs and what is free, and what to change (cache.memory_bytes).

@@ -1,6 +1,8 @@
 // Phase-0 device memory planning (cuda/host/device_memory_plan.h) on a generated FP8 checkpoint.
 #include <doctest/doctest.h>
 
+#include <cstdio>
+
 #include "cache/layout.h"
 #include "cuda/host/device_memory_plan.h"
 #include "model/model_test_util.h"
@@ -96,4 +98,31 @@ TEST_CASE("a plan that does not fit is refused with the numbers and what to chan
     CHECK(weights_short.message().find("weights alone do not fit") != std::string::npos);
     CHECK(describe_device_memory(*p).find("tensors as stored") != std::string::npos);
     CHECK_FALSE(plan_device_memory(f.ck, g, -1).is_ok());
+}
+
+TEST_CASE("pd role both on one device: one copy of the weights, a pool and scratch per engine") {
+    fixture f;
+    cache::pool_geometry g(*f.layout, 40, 3);
+    auto one = plan_device_memory(f.ck, g, 4096);
+    auto two = plan_device_memory(f.ck, g, 4096, 2);
+    REQUIRE(one.is_ok());
+    REQUIRE(two.is_ok());
+    CHECK(two->engines == 2);
+    CHECK(two->weight_bytes == one->weight_bytes);  // uploaded once, shared by both engines
+    CHECK(two->total_bytes() == one->weight_bytes + 2 * (one->pool_bytes + one->scratch_bytes));
+    CHECK(check_device_fit(*two, two->total_bytes(), "GPU-X").is_ok());
+    // What fits one engine does not fit two.
+    status short_of_two = check_device_fit(*two, one->total_bytes(), "GPU-X");
+    REQUIRE_FALSE(short_of_two.is_ok());
+    CHECK(short_of_two.message().find("2 × pool") != std::string::npos);
+    CHECK(short_of_two.message().find("each engine's") != std::string::npos);
+    // The suggested budget is each engine's: half of what the weights leave, less its scratch and the
+    // epochs' overhead (one engine's figure would not fit twice).
+    const int64_t free_bytes = one->total_bytes();
+    const int64_t each = (free_bytes - two->weight_bytes) / 2 - two->scratch_bytes - (two->pool_bytes - two->arena_bytes);
+    char want[64];
+    std::snprintf(want, sizeof want, "at most %.1f MiB", static_cast<double>(each) / (1 << 20));
+    CHECK_MESSAGE(short_of_two.message().find(want) != std::string::npos, short_of_two.message());
+    CHECK(describe_device_memory(*two).find("each for 2 engines") != std::string::npos);
+    CHECK_FALSE(plan_device_memory(f.ck, g, 4096, 0).is_ok());
 }
