@@ -47,6 +47,12 @@ result<uint64_t> hash_device_tensors(const device_memory_plan& plan, const devic
 
 }  // namespace
 
+result<int64_t> gpu0_free_bytes() {
+    result<gpu0_info> gpu = select_gpu0("no usable GPU for the CUDA backend");
+    if (!gpu) return gpu.error();
+    return gpu->free_bytes;
+}
+
 result<bringup_report> bring_up_device(const device_memory_plan& plan) {
     result<gpu0_info> gpu = select_gpu0("no usable GPU for the CUDA backend");
     if (!gpu) return gpu.error();

@@ -70,6 +70,7 @@ status op_indexer_q_path(std::span<float>, int64_t, int64_t, std::span<const flo
 result<bandwidth_result> measure_bandwidth(int64_t, int64_t, int64_t, int) { return no_cuda(); }
 result<double> measure_copy_gb_per_s(int) { return no_cuda(); }
 result<bringup_report> bring_up_device(const device_memory_plan&) { return no_cuda(); }
+result<int64_t> gpu0_free_bytes() { return no_cuda(); }
 result<std::unique_ptr<device_runtime>> make_cuda_runtime() { return no_cuda(); }
 bool cuda_forward_built() { return false; }
 

@@ -164,5 +164,7 @@ struct bringup_report {
     double upload_seconds = 0;
 };
 result<bringup_report> bring_up_device(const device_memory_plan& plan);
+// GPU 0's free bytes now (cudaMemGetInfo), for sizing the pool when cache.memory_bytes = 0.
+result<int64_t> gpu0_free_bytes();
 
 }  // namespace tandem::cuda

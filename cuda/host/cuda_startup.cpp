@@ -25,11 +25,46 @@ int64_t scratch_estimate(const config& cfg, const model::model_config& m) {
     return rows * width * int64_t{4} * 8;
 }
 
-status phase0_bring_up(const config& cfg) {
-    result<cache::cache_plan> plan = cache::make_cache_plan(cfg);
-    if (!plan) return plan.error();
+// cache.memory_bytes = 0: each engine's pool budget from GPU 0's free memory (device_pool_budget),
+// trimmed once by what the pool's page epochs and alignment add if the first plan overshoots.
+result<int64_t> size_device_pool(const config& cfg, const model::checkpoint& ck) {
+    result<model::model_config> m = model::load_model_config(cfg.model.path + "/config.json");
+    if (!m) return m.error().with_context("model.path");
+    result<int64_t> free_bytes = gpu0_free_bytes();
+    if (!free_bytes) return free_bytes.error();
+    const int engines = cache::engines_in_process(cfg);
+    const int64_t scratch = scratch_estimate(cfg, *m);
+    result<int64_t> budget =
+        device_pool_budget(*free_bytes, device_weight_bytes(ck), scratch, engines, cfg.cache.memory_fraction);
+    if (!budget) return budget.error();
+    config sized = cfg;
+    sized.cache.memory_bytes = *budget;
+    result<cache::cache_plan> plan = cache::make_cache_plan(sized);
+    if (!plan) return plan.error().with_context(fmt::format("cache.memory_bytes = 0 resolved to {} B from the GPU", *budget));
+    cache::pool_geometry geometry(plan->layout, plan->split.num_pages, plan->split.num_slots);
+    result<device_memory_plan> dp = plan_device_memory(ck, geometry, scratch, engines);
+    if (!dp) return dp.error();
+    const int64_t over = dp->total_bytes() - *free_bytes;
+    const int64_t each = over > 0 ? *budget - (over + engines - 1) / engines - device_memory_plan::k_tensor_alignment : *budget;
+    TANDEM_LOG_INFO("cache.memory_bytes = 0: each of {} engine(s) gets a {:.1f} MiB pool = cache.memory_fraction {} of "
+                    "GPU 0's {:.1f} MiB free after the weights and scratch",
+                    engines, double(each) / (1 << 20), cfg.cache.memory_fraction, double(*free_bytes) / (1 << 20));
+    return each;
+}
+
+// Returns the pool budget it resolved for cache.memory_bytes = 0 (0 when the configured one stands).
+result<int64_t> phase0_bring_up(const config& cfg) {
     result<model::checkpoint> ck = model::checkpoint::open_dir(cfg.model.path);
     if (!ck) return ck.error().with_context("model.path");
+    int64_t resolved = 0;
+    config sized = cfg;
+    if (cfg.cache.memory_bytes <= 0) {
+        result<int64_t> each = size_device_pool(cfg, *ck);
+        if (!each) return each.error();
+        resolved = sized.cache.memory_bytes = *each;
+    }
+    result<cache::cache_plan> plan = cache::make_cache_plan(sized);
+    if (!plan) return plan.error();
     cache::pool_geometry geometry(plan->layout, plan->split.num_pages, plan->split.num_slots);
     // pd role both: two engines, each with its pool and scratch, over one upload of the weights.
     result<device_memory_plan> dp =
@@ -46,7 +81,7 @@ status phase0_bring_up(const config& cfg) {
     if (!r->readback_equal)
         return make_error(error_code::data_loss, "backend.device = \"cuda\": the weights read back from " + r->gpu +
                                                      " do not hash to what was uploaded");
-    return status::ok();
+    return resolved;
 }
 
 }  // namespace
@@ -69,8 +104,15 @@ result<device_choice> resolve_backend_at_startup(const config& cfg) {
     else
         TANDEM_LOG_INFO("CUDA: {}", gpu.reason);
     const cuda_capability cap = cuda_backend_capability();
-    if (cfg.backend.device == "cuda" && gpu.device_count > 0) TANDEM_RETURN_IF_ERROR(phase0_bring_up(cfg));
-    return choose_backend_device(cfg.backend.device, gpu, cap);
+    int64_t device_pool_bytes = 0;
+    if (cfg.backend.device == "cuda" && gpu.device_count > 0) {
+        result<int64_t> resolved = phase0_bring_up(cfg);
+        if (!resolved) return resolved.error();
+        device_pool_bytes = *resolved;
+    }
+    result<device_choice> choice = choose_backend_device(cfg.backend.device, gpu, cap);
+    if (choice && choice->device == backend_device::cuda) choice->device_pool_bytes = device_pool_bytes;
+    return choice;
 }
 
 }  // namespace tandem::cuda

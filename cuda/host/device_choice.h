@@ -22,6 +22,9 @@ enum class backend_device { cpu, cuda };
 struct device_choice {
     backend_device device = backend_device::cpu;
     std::string reason;  // one line for the startup log: why this backend
+    // cache.memory_bytes = 0 on a GPU: each engine's pool budget, resolved from the GPU's free
+    // memory (cuda_startup.h); 0 when the configured cache.memory_bytes stands.
+    int64_t device_pool_bytes = 0;
 };
 
 // What the CUDA backend of this build can run. `forward_ready`: the device executor is built

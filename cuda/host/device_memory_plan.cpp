@@ -1,5 +1,6 @@
 #include "cuda/host/device_memory_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace tandem::cuda {
@@ -18,6 +19,26 @@ const device_tensor* device_memory_plan::find(const std::string& name) const {
     for (const device_tensor& t : tensors)
         if (t.name == name) return &t;
     return nullptr;
+}
+
+int64_t device_weight_bytes(const model::checkpoint& ck) {
+    int64_t at = 0;
+    for (const auto& [name, view] : ck.tensors())
+        at = cache::align_up(at, device_memory_plan::k_tensor_alignment) + std::max<int64_t>(view->nbytes, 0);
+    return cache::align_up(at, device_memory_plan::k_tensor_alignment);
+}
+
+result<int64_t> device_pool_budget(int64_t free_bytes, int64_t weight_bytes, int64_t scratch_bytes, int engines,
+                                   double fraction) {
+    if (engines < 1 || !(fraction > 0 && fraction <= 1))
+        return make_error(error_code::invalid_argument, "device pool budget: engines < 1 or fraction outside (0, 1]");
+    const int64_t left = free_bytes - weight_bytes - engines * scratch_bytes;
+    if (left <= 0)
+        return make_error(error_code::out_of_range,
+                          "cache.memory_bytes = 0 sizes the pool from the GPU's free memory, but " + mib(free_bytes) +
+                              " free holds no pool after the weights (" + mib(weight_bytes) + ") and " +
+                              std::to_string(engines) + " × scratch (" + mib(scratch_bytes) + ")");
+    return static_cast<int64_t>(fraction * static_cast<double>(left)) / engines;
 }
 
 result<device_memory_plan> plan_device_memory(const model::checkpoint& ck, const cache::pool_geometry& geometry,

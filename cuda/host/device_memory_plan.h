@@ -53,6 +53,17 @@ struct device_memory_plan {
 result<device_memory_plan> plan_device_memory(const model::checkpoint& ck, const cache::pool_geometry& geometry,
                                               int64_t scratch_bytes, int engines = 1);
 
+// The weight slab's bytes for `ck` (every tensor as stored, each aligned): what plan_device_memory
+// gives as weight_bytes, without a pool.
+int64_t device_weight_bytes(const model::checkpoint& ck);
+
+// cache.memory_bytes = 0 on a GPU: each engine's pool budget, `fraction` (cache.memory_fraction) of
+// what `free_bytes` leaves after the weights (once) and every engine's scratch, split between the
+// `engines`. The host rule (a fraction of MemAvailable) does not apply: the pool lives on the GPU.
+// Errors when nothing is left, with the numbers.
+result<int64_t> device_pool_budget(int64_t free_bytes, int64_t weight_bytes, int64_t scratch_bytes, int engines,
+                                   double fraction);
+
 // ok when the plan fits in `free_bytes` of `gpu`; otherwise a refusal that names the GPU, the
 // bytes each part needs and what is free, and what to change (cache.memory_bytes).
 status check_device_fit(const device_memory_plan& plan, int64_t free_bytes, const std::string& gpu);

@@ -32,15 +32,19 @@ http::server_limits limits_from(const config& cfg) {
 
 // Chooses the compute backend (cuda/host/cuda_startup.h): "cuda" without a usable GPU (or in a
 // build without CUDA) is a startup error; "auto" logs why it chose what it chose. The answer is
-// written back into backend.device ("cpu" | "cuda") for the deployment to build that engine.
-result<std::string> choose_backend(const config& cfg) {
+// written back into backend.device ("cpu" | "cuda") for the deployment to build that engine, and
+// on a GPU with cache.memory_bytes = 0 the pool budget phase 0 resolved from the GPU's free
+// memory into cache.memory_bytes (the host rule would size a device pool from host memory).
+status choose_backend(config& cfg) {
     result<cuda::device_choice> choice = cuda::resolve_backend_at_startup(cfg);
     if (!choice) return choice.error();
     const bool gpu = choice->device == cuda::backend_device::cuda;
     TANDEM_LOG_INFO("backend: {} ({}; {} threads)", gpu ? "cuda" : "cpu", choice->reason,
                     cfg.backend.threads > 0 ? cfg.backend.threads
                                             : static_cast<int64_t>(std::thread::hardware_concurrency()));
-    return std::string(gpu ? "cuda" : "cpu");
+    cfg.backend.device = gpu ? "cuda" : "cpu";
+    if (choice->device_pool_bytes > 0) cfg.cache.memory_bytes = choice->device_pool_bytes;
+    return status::ok();
 }
 
 // Each connection is a descriptor; the usual soft limit of 1024 would cap concurrent clients
@@ -99,13 +103,11 @@ int run_server(const config& cfg) {
         TANDEM_LOG_ERROR("startup failed: {}", st.message());
         return 2;
     }
-    result<std::string> device = choose_backend(cfg);
-    if (!device) {
-        TANDEM_LOG_ERROR("startup failed: {}", device.error().message());
+    config served = cfg;
+    if (status chosen = choose_backend(served); !chosen.is_ok()) {
+        TANDEM_LOG_ERROR("startup failed: {}", chosen.message());
         return 1;
     }
-    config served = cfg;
-    served.backend.device = *device;
     app_state app(served);
     raise_descriptor_limit(cfg.server.max_connections);
     http::router routes = make_router(app);

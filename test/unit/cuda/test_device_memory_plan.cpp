@@ -126,3 +126,28 @@ TEST_CASE("pd role both on one device: one copy of the weights, a pool and scrat
     CHECK(describe_device_memory(*two).find("each for 2 engines") != std::string::npos);
     CHECK_FALSE(plan_device_memory(f.ck, g, 4096, 0).is_ok());
 }
+
+TEST_CASE("cache.memory_bytes = 0 on a GPU: each engine's pool is a fraction of the free memory the weights and scratch leave") {
+    fixture f;
+    cache::pool_geometry g(*f.layout, 40, 3);
+    auto p = plan_device_memory(f.ck, g, 4096);
+    REQUIRE(p.is_ok());
+    CHECK(device_weight_bytes(f.ck) == p->weight_bytes);  // the same slab, without planning a pool
+    const int64_t w = p->weight_bytes, scratch = int64_t{8} << 20, free_bytes = w + (int64_t{1} << 30);
+    auto one = device_pool_budget(free_bytes, w, scratch, 1, 0.5);
+    REQUIRE(one.is_ok());
+    CHECK(*one == ((int64_t{1} << 30) - scratch) / 2);
+    // Role both: the weights once, a scratch per engine, the rest split in two.
+    auto two = device_pool_budget(free_bytes, w, scratch, 2, 0.5);
+    REQUIRE(two.is_ok());
+    CHECK(*two == ((int64_t{1} << 30) - 2 * scratch) / 4);
+    CHECK(w + 2 * (*two + scratch) <= free_bytes);
+    // Nothing left after the weights: refused with the numbers, not a zero or negative pool.
+    auto none = device_pool_budget(w + scratch, w, scratch, 1, 0.5);
+    REQUIRE_FALSE(none.is_ok());
+    CHECK(none.error().code() == error_code::out_of_range);
+    CHECK(none.error().message().find("cache.memory_bytes = 0") != std::string::npos);
+    CHECK_FALSE(device_pool_budget(free_bytes, w, scratch, 0, 0.5).is_ok());
+    CHECK_FALSE(device_pool_budget(free_bytes, w, scratch, 1, 0.0).is_ok());
+    CHECK_FALSE(device_pool_budget(free_bytes, w, scratch, 1, 1.5).is_ok());
+}
