@@ -46,6 +46,11 @@ result<int64_t> size_device_pool(const config& cfg, const model::checkpoint& ck)
     if (!dp) return dp.error();
     const int64_t over = dp->total_bytes() - *free_bytes;
     const int64_t each = over > 0 ? *budget - (over + engines - 1) / engines - device_memory_plan::k_tensor_alignment : *budget;
+    if (each <= 0)  // never 0: that would mean the host rule again
+        return make_error(error_code::out_of_range,
+                          fmt::format("cache.memory_bytes = 0: GPU 0's {:.1f} MiB free leave no pool after the weights "
+                                      "and scratch",
+                                      double(*free_bytes) / (1 << 20)));
     TANDEM_LOG_INFO("cache.memory_bytes = 0: each of {} engine(s) gets a {:.1f} MiB pool = cache.memory_fraction {} of "
                     "GPU 0's {:.1f} MiB free after the weights and scratch",
                     engines, double(each) / (1 << 20), cfg.cache.memory_fraction, double(*free_bytes) / (1 << 20));
