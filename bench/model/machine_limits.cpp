@@ -112,6 +112,22 @@ void on_every_thread(int threads, F&& fn) {
     for (auto& t : ts) t.join();
 }
 
+// Best over `rounds` of Σ work(t) (FLOPs, every thread at once) ÷ the round's wall seconds.
+template <typename F>
+double best_rate_on_every_thread(int threads, int rounds, F&& work) {
+    double best = 0;
+    std::vector<double> done(static_cast<size_t>(threads), 0);
+    for (int round = 0; round < rounds; ++round) {
+        auto t0 = clock_type::now();
+        on_every_thread(threads, [&](int t) { done[static_cast<size_t>(t)] = work(t); });
+        const double s = seconds_since(t0);
+        double total = 0;
+        for (double d : done) total += d;
+        best = std::max(best, total / s);
+    }
+    return best;
+}
+
 bool have_avx2() {
 #ifdef BENCH_AVX2
     __builtin_cpu_init();
@@ -158,24 +174,18 @@ fma_peak_result measure_fma_peak(cpu::thread_pool& pool) {
     const int64_t iters = avx2 ? 40'000'000 : 10'000'000;
     const int lanes = avx512 ? 16 : avx2 ? 8 : 1;
     std::vector<float> sink(static_cast<size_t>(threads) * 16, 0.0f);
-    for (int round = 0; round < 3; ++round) {
-        auto t0 = clock_type::now();
-        on_every_thread(threads, [&](int t) {
+    const double flops_per_thread = 2.0 * lanes * k_chains * double(iters);
+    r.measured_flops = best_rate_on_every_thread(threads, 3, [&](int t) {
+        float& out = sink[static_cast<size_t>(t * 16)];
 #ifdef BENCH_AVX2
-            if (avx512) {
-                sink[static_cast<size_t>(t * 16)] += fma_chains_avx512(iters, 1.0f + float(t));
-                return;
-            }
-            if (avx2) {
-                sink[static_cast<size_t>(t * 16)] += fma_chains_avx2(iters, 1.0f + float(t));
-                return;
-            }
+        if (avx512) out += fma_chains_avx512(iters, 1.0f + float(t));
+        else if (avx2) out += fma_chains_avx2(iters, 1.0f + float(t));
+        else out += fma_chains_scalar(iters, 1.0f + float(t));
+#else
+        out += fma_chains_scalar(iters, 1.0f + float(t));
 #endif
-            sink[static_cast<size_t>(t * 16)] += fma_chains_scalar(iters, 1.0f + float(t));
-        });
-        const double s = seconds_since(t0);
-        r.measured_flops = std::max(r.measured_flops, 2.0 * lanes * k_chains * double(iters) * threads / s);
-    }
+        return flops_per_thread;
+    });
     double guard = 0;
     for (float v : sink) guard += v;
     if (guard == 0) std::abort();
@@ -196,19 +206,8 @@ fma_peak_result measure_fma_peak(cpu::thread_pool& pool) {
 double measure_gemm_fma_loop(cpu::thread_pool& pool) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (std::strncmp(cpu::kernel_isa(), "avx512", 6) != 0) return 0;
-    const int threads = pool.size();
     const int64_t repeats = 4000;  // ~0.25 s a round on one core at the loop's speed
-    double best = 0;
-    for (int round = 0; round < 3; ++round) {
-        std::vector<double> flops(static_cast<size_t>(threads), 0);
-        auto t0 = clock_type::now();
-        on_every_thread(threads, [&](int t) { flops[static_cast<size_t>(t)] = cpu::detail::gemm_fma_loop_avx512(repeats); });
-        const double s = seconds_since(t0);
-        double total = 0;
-        for (double f : flops) total += f;
-        best = std::max(best, total / s);
-    }
-    return best;
+    return best_rate_on_every_thread(pool.size(), 3, [&](int) { return cpu::detail::gemm_fma_loop_avx512(repeats); });
 #else
     (void)pool;
     return 0;

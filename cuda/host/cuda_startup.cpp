@@ -32,10 +32,12 @@ result<int64_t> size_device_pool(const config& cfg, const model::checkpoint& ck)
     if (!m) return m.error().with_context("model.path");
     result<int64_t> free_bytes = gpu0_free_bytes();
     if (!free_bytes) return free_bytes.error();
+    result<int64_t> weight_bytes = device_weight_bytes(ck);
+    if (!weight_bytes) return weight_bytes.error();
     const int engines = cache::engines_in_process(cfg);
     const int64_t scratch = scratch_estimate(cfg, *m);
     result<int64_t> budget =
-        device_pool_budget(*free_bytes, device_weight_bytes(ck), scratch, engines, cfg.cache.memory_fraction);
+        device_pool_budget(*free_bytes, *weight_bytes, scratch, engines, cfg.cache.memory_fraction);
     if (!budget) return budget.error();
     config sized = cfg;
     sized.cache.memory_bytes = *budget;

@@ -1,6 +1,5 @@
 #include "cuda/host/device_memory_plan.h"
 
-#include <algorithm>
 #include <cstdio>
 
 namespace tandem::cuda {
@@ -21,11 +20,29 @@ const device_tensor* device_memory_plan::find(const std::string& name) const {
     return nullptr;
 }
 
-int64_t device_weight_bytes(const model::checkpoint& ck) {
+namespace {
+
+// The weight slab: every tensor as stored, in checkpoint name order, each start aligned.
+status place_weights(const model::checkpoint& ck, device_memory_plan& p) {
     int64_t at = 0;
-    for (const auto& [name, view] : ck.tensors())
-        at = cache::align_up(at, device_memory_plan::k_tensor_alignment) + std::max<int64_t>(view->nbytes, 0);
-    return cache::align_up(at, device_memory_plan::k_tensor_alignment);
+    for (const auto& [name, view] : ck.tensors()) {
+        if (view->nbytes < 0)
+            return make_error(error_code::data_loss, "tensor " + name + ": negative byte count");
+        at = cache::align_up(at, device_memory_plan::k_tensor_alignment);
+        p.tensors.push_back({name, view, at, view->nbytes});
+        at += view->nbytes;
+        p.stored_weight_bytes += view->nbytes;
+    }
+    p.weight_bytes = cache::align_up(at, device_memory_plan::k_tensor_alignment);
+    return status::ok();
+}
+
+}  // namespace
+
+result<int64_t> device_weight_bytes(const model::checkpoint& ck) {
+    device_memory_plan p;
+    TANDEM_RETURN_IF_ERROR(place_weights(ck, p));
+    return p.weight_bytes;
 }
 
 result<int64_t> device_pool_budget(int64_t free_bytes, int64_t weight_bytes, int64_t scratch_bytes, int engines,
@@ -47,16 +64,7 @@ result<device_memory_plan> plan_device_memory(const model::checkpoint& ck, const
     if (engines < 1) return make_error(error_code::invalid_argument, "device engines < 1");
     device_memory_plan p;
     p.engines = engines;
-    int64_t at = 0;
-    for (const auto& [name, view] : ck.tensors()) {
-        if (view->nbytes < 0)
-            return make_error(error_code::data_loss, "tensor " + name + ": negative byte count");
-        at = cache::align_up(at, device_memory_plan::k_tensor_alignment);
-        p.tensors.push_back({name, view, at, view->nbytes});
-        at += view->nbytes;
-        p.stored_weight_bytes += view->nbytes;
-    }
-    p.weight_bytes = cache::align_up(at, device_memory_plan::k_tensor_alignment);
+    TANDEM_RETURN_IF_ERROR(place_weights(ck, p));
     p.arena_bytes = geometry.total_bytes();
     p.num_pages = geometry.num_pages();
     p.epoch_offset = cache::align_up(p.arena_bytes, device_memory_plan::k_tensor_alignment);

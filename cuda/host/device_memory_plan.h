@@ -55,7 +55,7 @@ result<device_memory_plan> plan_device_memory(const model::checkpoint& ck, const
 
 // The weight slab's bytes for `ck` (every tensor as stored, each aligned): what plan_device_memory
 // gives as weight_bytes, without a pool.
-int64_t device_weight_bytes(const model::checkpoint& ck);
+result<int64_t> device_weight_bytes(const model::checkpoint& ck);
 
 // cache.memory_bytes = 0 on a GPU: each engine's pool budget, `fraction` (cache.memory_fraction) of
 // what `free_bytes` leaves after the weights (once) and every engine's scratch, split between the

@@ -132,7 +132,7 @@ TEST_CASE("cache.memory_bytes = 0 on a GPU: each engine's pool is a fraction of 
     cache::pool_geometry g(*f.layout, 40, 3);
     auto p = plan_device_memory(f.ck, g, 4096);
     REQUIRE(p.is_ok());
-    CHECK(device_weight_bytes(f.ck) == p->weight_bytes);  // the same slab, without planning a pool
+    CHECK(*device_weight_bytes(f.ck) == p->weight_bytes);  // the same slab, without planning a pool
     const int64_t w = p->weight_bytes, scratch = int64_t{8} << 20, free_bytes = w + (int64_t{1} << 30);
     auto one = device_pool_budget(free_bytes, w, scratch, 1, 0.5);
     REQUIRE(one.is_ok());
