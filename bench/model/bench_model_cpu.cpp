@@ -53,7 +53,7 @@ namespace cache = tandem::cache;
 
 const char* k_usage =
     "usage: bench_model_cpu [--model DIR | --preset NAME] [--threads N] [--prompt N] [--decode N]\n"
-    "                       [--context N] [--batch N] [--rounds N]\n"
+    "                       [--context N] [--batch N] [--rounds N] [--cpu-matmul exact|amx]\n"
     "  --model DIR    checkpoint directory (default: generate --preset into a temp dir)\n"
     "  --preset NAME  make-model preset to generate (default small)\n"
     "  --threads N    worker threads (default: all cores)\n"
@@ -61,7 +61,9 @@ const char* k_usage =
     "  --decode N     decode steps per measurement (default 32)\n"
     "  --context N    tokens each decoding sequence holds before its decode steps (default 64)\n"
     "  --batch N      sequences decoded together for the batch figure (default 16)\n"
-    "  --rounds N     interleaved rounds, best kept (default 2)\n";
+    "  --rounds N     interleaved rounds, best kept (default 2)\n"
+    "  --cpu-matmul M exact (default) or amx: BF16 matrices on AMX tiles, as backend.cpu_matmul;\n"
+    "                 the FLOP ratios still count the fp32 model's multiply-adds\n";
 
 // CPU seconds of the whole process (every pool thread): beside wall time it tells how much of
 // the cores the figure actually got on a shared machine.
@@ -176,7 +178,7 @@ void keep_best(double tps, double cores, double& best_tps, double& best_cores) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string dir, preset = "small";
+    std::string dir, preset = "small", cpu_matmul = "exact";
     int threads = 0;
     int64_t prompt = 512, decode = 32, context = 64, batch = 16, rounds = 2;
     for (int i = 1; i < argc; ++i) {
@@ -192,6 +194,7 @@ int main(int argc, char** argv) {
         else if (k == "--context") context = std::atoll(v.c_str());
         else if (k == "--batch") batch = std::atoll(v.c_str());
         else if (k == "--rounds") rounds = std::atoll(v.c_str());
+        else if (k == "--cpu-matmul") cpu_matmul = v;
         else { std::fprintf(stderr, "unknown option %s\n%s", k.c_str(), k_usage); return 2; }
     }
     if (prompt < 1 || decode < 1 || context < 1 || batch < 1 || rounds < 1) {
@@ -213,7 +216,9 @@ int main(int argc, char** argv) {
         }
         dir = tmp.string();
     }
-    auto m = model::model::load(dir, model::model_options{model::numerics_mode::hf, threads});
+    auto opt = model::model_options_from("hf", threads, "huge", cpu_matmul);
+    if (!opt) { std::fprintf(stderr, "%s\n", opt.error().message().c_str()); return 2; }
+    auto m = model::model::load(dir, *opt);
     if (!m) { std::fprintf(stderr, "%s\n", m.error().message().c_str()); return 1; }
     auto ck = model::checkpoint::open_dir(dir);
     if (!ck) { std::fprintf(stderr, "%s\n", ck.error().message().c_str()); return 1; }
@@ -322,9 +327,10 @@ int main(int argc, char** argv) {
                            v.size() == 1 ? "" : "s");
     };
     std::printf("model %s: hidden %lld, layers %lld, vocab %lld, %.1f M active weights/token, %.1f MB read per "
-                "decode token, threads %d, kernels %s\n",
+                "decode token, threads %d, kernels %s%s\n",
                 dir.c_str(), (long long)c.hidden_size, (long long)c.num_hidden_layers, (long long)c.vocab_size,
-                w / 1e6, bytes / 1e6, tp.size(), tandem::cpu::kernel_isa());
+                w / 1e6, bytes / 1e6, tp.size(), tandem::cpu::kernel_isa(),
+                opt->amx_matmul ? ", BF16 matrices on AMX tiles (--cpu-matmul amx)" : "");
     std::printf("weights: %s\n", (*m)->memory().describe().c_str());
     std::printf("baseline: FMA peak %.1f GFLOP/s measured (%s, 12 chains/thread)", peak.measured_flops / 1e9,
                 peak.isa.c_str());

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/amx.h"
 #include "cpu/kernels_internal.h"
 
 namespace tandem::cpu {
@@ -107,6 +108,109 @@ void run_unit(const detail::kernel_table& k, const linear_job& j, int64_t u) {
     k.tile(j.x + r0 * j.x_stride, j.x_stride, r1 - r0, j.w, o0, o1, j.y + r0 * j.y_stride + o0, j.y_stride);
 }
 
+// ---- Matrices on AMX tiles (cpu/amx.h) ------------------------------------------------------
+//
+// Two passes per call: every job's x packed once (per group of 16 rows), then units of 64 rows ×
+// 128 outputs (256 KB of bf16 weights at K = 1024, tile by tile like the exact units). A row's
+// values do not depend on the units: each output element runs the same tile operations over k.
+
+constexpr int64_t k_amx_rows = 64, k_amx_outputs = 128, k_serial_pack_groups = 4;
+
+int64_t amx_units_of(const linear_job& j) {
+    if (j.rows <= 0 || j.w.rows <= 0) return 0;
+    return (j.rows + k_amx_rows - 1) / k_amx_rows * ((j.w.rows + k_amx_outputs - 1) / k_amx_outputs);
+}
+
+// Which job a group-wide unit belongs to: starts[i] is job i's first unit, starts[n] all units.
+size_t job_of(const int64_t* starts, size_t n, int64_t u) {
+    return static_cast<size_t>(std::upper_bound(starts, starts + n + 1, u) - starts) - 1;
+}
+
+void run_amx_batch(thread_pool& pool, const std::vector<const linear_job*>& jobs) {
+    // The caller's thread owns these for the call; workers read them and write disjoint ranges.
+    thread_local std::vector<int64_t> pack_first, unit_first, words_first;
+    thread_local std::vector<uint32_t> packed;
+    const size_t n = jobs.size();
+    pack_first.assign(n + 1, 0);
+    unit_first.assign(n + 1, 0);
+    words_first.assign(n + 1, 0);
+    // words_at[i]: where job i's packed x lies. Jobs over the same x (an expert's gate and up
+    // projections) share one packing; the later ones pack nothing.
+    thread_local std::vector<int64_t> words_at;
+    words_at.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+        const linear_job& j = *jobs[i];
+        size_t same = i;
+        for (size_t e = 0; e < i && same == i; ++e)
+            if (jobs[e]->x == j.x && jobs[e]->x_stride == j.x_stride && jobs[e]->rows == j.rows &&
+                jobs[e]->w.cols == j.w.cols)
+                same = e;
+        const bool packs_own = same == i;
+        pack_first[i + 1] = pack_first[i] + (packs_own ? (j.rows + 15) / 16 : 0);
+        unit_first[i + 1] = unit_first[i] + amx_units_of(j);
+        words_first[i + 1] = words_first[i] + (packs_own ? detail::amx_packed_words(j.rows, j.w.cols) : 0);
+        words_at[i] = packs_own ? words_first[i] : words_at[same];
+    }
+    if (unit_first[n] == 0) return;
+    if (packed.size() < static_cast<size_t>(words_first[n])) packed.resize(static_cast<size_t>(words_first[n]));
+    // Workers must not name the thread_locals (they would get their own): plain pointers.
+    uint32_t* words = packed.data();
+    const int64_t *packs = pack_first.data(), *units = unit_first.data(), *offsets = words_at.data();
+    const linear_job* const* job = jobs.data();
+    const auto pack = [=](int64_t u0, int64_t u1) {
+        for (int64_t u = u0; u < u1; ++u) {
+            const size_t i = job_of(packs, n, u);
+            const linear_job& j = *job[i];
+            const int64_t g = u - packs[i];
+            detail::amx_pack(j.x, j.x_stride, j.rows, j.w.cols, g, g + 1, words + offsets[i]);
+        }
+    };
+    // A decode step's few rows pack in less time than a fork/join takes.
+    if (packs[n] <= k_serial_pack_groups) pack(0, packs[n]);
+    else pool.parallel_for(packs[n], 1, pack);
+    pool.parallel_for(units[n], 1, [=](int64_t u0, int64_t u1) {
+        for (int64_t u = u0; u < u1; ++u) {
+            const size_t i = job_of(units, n, u);
+            const linear_job& j = *job[i];
+            const int64_t blocks = (j.w.rows + k_amx_outputs - 1) / k_amx_outputs, v = u - units[i];
+            const int64_t r0 = v / blocks * k_amx_rows, o0 = v % blocks * k_amx_outputs;
+            detail::amx_tile(words + offsets[i], r0, std::min(j.rows, r0 + k_amx_rows), j.w, o0,
+                             std::min(j.w.rows, o0 + k_amx_outputs), j.y, j.y_stride);
+        }
+    });
+}
+
+// The packed x of one batch stays within k_max_packed_words (16 MB): jobs run in batches, and a job
+// with more rows in row slices of a multiple of 16 (a row's values do not depend on its slice). So
+// a long prefill's packing costs a bounded buffer, not its rows × K × 6 bytes.
+constexpr int64_t k_max_packed_words = int64_t{4} << 20;
+
+void run_amx(thread_pool& pool, const std::vector<const linear_job*>& jobs) {
+    thread_local std::vector<linear_job> pieces;
+    thread_local std::vector<const linear_job*> batch;
+    pieces.clear();
+    for (const linear_job* j : jobs) {
+        if (j->rows <= 0 || j->w.rows <= 0) continue;
+        const int64_t slice = std::max<int64_t>(16, k_max_packed_words / detail::amx_packed_words(16, j->w.cols) * 16);
+        for (int64_t r0 = 0; r0 < j->rows; r0 += slice)
+            pieces.push_back({j->x + r0 * j->x_stride, std::min(slice, j->rows - r0), j->x_stride, j->w,
+                              j->y + r0 * j->y_stride, j->y_stride});
+    }
+    batch.clear();
+    int64_t words = 0;
+    for (const linear_job& p : pieces) {
+        const int64_t need = detail::amx_packed_words(p.rows, p.w.cols);
+        if (!batch.empty() && words + need > k_max_packed_words) {
+            run_amx_batch(pool, batch);
+            batch.clear();
+            words = 0;
+        }
+        batch.push_back(&p);
+        words += need;
+    }
+    if (!batch.empty()) run_amx_batch(pool, batch);
+}
+
 }  // namespace
 
 int64_t detail::output_block(const weight_matrix& w) {
@@ -118,6 +222,11 @@ int64_t detail::output_block(const weight_matrix& w) {
 void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, const weight_matrix& w, float* y,
             int64_t y_stride) {
     const linear_job job{x, rows, x_stride, w, y, y_stride};
+    if (w.amx_tiles) {
+        thread_local std::vector<const linear_job*> one(1);
+        one[0] = &job;
+        return run_amx(pool, one);
+    }
     const int64_t units = units_of(job);
     if (units == 0) return;
     const detail::kernel_table& k = detail::active_kernels();
@@ -127,6 +236,20 @@ void linear(thread_pool& pool, const float* x, int64_t rows, int64_t x_stride, c
 }
 
 void linear_group(thread_pool& pool, std::span<const linear_job> jobs) {
+    // Matrices on AMX tiles run first in their own passes; the rest below as before.
+    thread_local std::vector<const linear_job*> amx;
+    thread_local std::vector<linear_job> exact;
+    amx.clear();
+    for (const linear_job& j : jobs)
+        if (j.w.amx_tiles) amx.push_back(&j);
+    if (!amx.empty()) {
+        run_amx(pool, amx);
+        if (amx.size() == jobs.size()) return;
+        exact.clear();
+        for (const linear_job& j : jobs)
+            if (!j.w.amx_tiles) exact.push_back(j);
+        jobs = exact;
+    }
     // first[i]: the group-wide index of job i's first unit (first[jobs.size()] = all units).
     // The caller's thread owns this buffer for the call; workers only read it.
     thread_local std::vector<int64_t> first;

@@ -30,6 +30,10 @@ struct weight_matrix {
     scale_form scale = scale_form::none;
     const uint8_t* scales = nullptr;  // [ceil(all rows / block_rows), scale_cols], row-major
     int64_t block_rows = 1, block_cols = 1, scale_cols = 0;
+    // Multiply on AMX-BF16 tiles (cpu/amx.h: x in three bf16 parts, fp32 sums in the tile unit's
+    // order) instead of the exact-order kernels. Set by the loader only with
+    // backend.cpu_matmul = "amx", only on BF16 matrices amx_fits() accepts.
+    bool amx_tiles = false;
 
     // Bytes of one stored row (fp4: cols / 2).
     int64_t row_bytes() const;

@@ -82,7 +82,8 @@ result<std::shared_ptr<prefix_cache>> make_prefix_cache(const config& cfg,
                                       cfg.cache.snapshot_interval_tokens, page));
     }
     prefix_cache_options o;
-    o.cache_key = prefix_cache_key(plan.layout.fingerprint(), model_fingerprint, cfg.model.numerics);
+    o.cache_key = prefix_cache_key(plan.layout.fingerprint(), model_fingerprint,
+                                   model::numerics_identity(cfg.model.numerics, cfg.backend.cpu_matmul));
     o.snapshot_interval_tokens = cfg.cache.snapshot_interval_tokens;
     o.snapshot_budget_bytes = cfg.cache.snapshot_memory_bytes > 0 ? cfg.cache.snapshot_memory_bytes
                                                                   : plan.memory_bytes / 8;
@@ -112,7 +113,8 @@ result<std::unique_ptr<model::model>> load_model(const config& cfg, const model:
         return share_weights_of->sharing_weights();
     }
     result<model::model_options> mo =
-        model::model_options_from(cfg.model.numerics, cfg.backend.threads, cfg.model.weight_pages);
+        model::model_options_from(cfg.model.numerics, cfg.backend.threads, cfg.model.weight_pages,
+                                  cfg.backend.cpu_matmul);
     if (!mo) return mo.error();
     result<std::unique_ptr<model::model>> m = model::model::load(cfg.model.path, *mo);
     if (!m) return m.error().with_context("loading the model from model.path");

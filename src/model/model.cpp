@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/log.h"
+#include "cpu/amx.h"
 #include "cpu/kernels.h"
 #include "model/forward.h"
 #include "model/numerics.h"
@@ -156,8 +157,17 @@ void model_impl::run_head(const std::vector<float>& h, const std::vector<int64_t
 
 // ---- model ----------------------------------------------------------------------------------
 
-result<model_options> model_options_from(const std::string& numerics, int64_t threads, const std::string& pages) {
+std::string numerics_identity(const std::string& numerics, const std::string& cpu_matmul) {
+    return cpu_matmul == "amx" ? numerics + "+amx" : numerics;
+}
+
+result<model_options> model_options_from(const std::string& numerics, int64_t threads, const std::string& pages,
+                                         const std::string& cpu_matmul) {
     model_options o;
+    if (cpu_matmul == "amx") o.amx_matmul = true;
+    else if (cpu_matmul != "exact")
+        return make_error(error_code::invalid_argument,
+                          fmt::format("backend.cpu_matmul: '{}' is not one of exact, amx", cpu_matmul));
     auto p = weight_pages_from(pages);
     if (!p) return p.error();
     o.pages = *p;
@@ -212,11 +222,16 @@ result<std::unique_ptr<model>> model::load(const std::string& dir, const model_o
         TANDEM_LOG_INFO("loading weights: {:.1f} / {:.1f} GiB ({}%)", double(done) / (1 << 30),
                         double(total) / (1 << 30), tenth * 10);
     };
-    auto weights = load_weights(*cfg, *ck, progress);
+    if (opt.amx_matmul && !cpu::amx_bf16_available())
+        return make_error(error_code::invalid_argument,
+                          "backend.cpu_matmul = \"amx\": this CPU has no AMX-BF16 tiles (or the kernel did not "
+                          "grant them to this process); use \"exact\"");
+    auto weights = load_weights(*cfg, *ck, progress, opt.amx_matmul);
     if (!weights) return weights.error().with_context(dir);
-    TANDEM_LOG_INFO("loaded {} ({} tensors, {:.1f} MiB) in {:.2f} s; {} kernels", dir, ck->tensors().size(),
+    TANDEM_LOG_INFO("loaded {} ({} tensors, {:.1f} MiB) in {:.2f} s; {} kernels{}", dir, ck->tensors().size(),
                     double(ck->total_bytes()) / (1 << 20),
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), cpu::kernel_isa());
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), cpu::kernel_isa(),
+                    opt.amx_matmul ? ", BF16 matrices on AMX tiles (backend.cpu_matmul = \"amx\")" : "");
     TANDEM_LOG_INFO("weights: {}", weights->memory.describe());
     const int64_t di = cfg->index_head_dim;
     if (opt.numerics == numerics_mode::official && cfg->index_n_heads > 0 && (di & (di - 1)) != 0)

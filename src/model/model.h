@@ -45,12 +45,21 @@ struct model_options {
     int threads = 0;  // CPU worker threads; 0 = all cores
     // How the checkpoint's bytes are held: copied into huge pages, or mapped (model/file_bytes.h).
     weight_pages pages = weight_pages::huge;
+    // BF16 matrices multiplied on AMX tiles (cpu/amx.h, backend.cpu_matmul = "amx"): batch-invariant
+    // but not bitwise the exact kernels. load() refuses it where the CPU cannot run the tiles.
+    bool amx_matmul = false;
 };
 
-// From config.model.numerics ("hf" | "official"), config.backend.threads and
-// config.model.weight_pages ("huge" | "mapped"); errors name the key.
+// From config.model.numerics ("hf" | "official"), config.backend.threads,
+// config.model.weight_pages ("huge" | "mapped") and config.backend.cpu_matmul ("exact" | "amx");
+// errors name the key.
 result<model_options> model_options_from(const std::string& numerics, int64_t threads,
-                                         const std::string& pages = "huge");
+                                         const std::string& pages = "huge", const std::string& cpu_matmul = "exact");
+
+// What a model's outputs depend on besides its weights: model.numerics, plus "+amx" when
+// backend.cpu_matmul = "amx" (whose bits differ from the exact kernels'). pd's model fingerprint
+// and the prefix cache's key hash it, so state computed one way never meets the other.
+std::string numerics_identity(const std::string& numerics, const std::string& cpu_matmul);
 
 // Which of an item's new tokens the head computes logits for.
 enum class logit_rows : uint8_t {

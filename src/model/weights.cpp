@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "cpu/amx.h"
 #include "model/dtype.h"
 #include "model/safetensors.h"
 #include "model/weights_spec.h"
@@ -251,7 +252,7 @@ std::string check_scales(const tensor_view& sc, bool fp8) {
 }
 
 // Fills a slot. Matrices become views of the mapped bytes; vectors and index tables are copied.
-std::string convert_slot(const weight_slot& s, const source& src, int64_t block, weight_memory& mem) {
+std::string convert_slot(const weight_slot& s, const source& src, int64_t block, bool amx_tiles, weight_memory& mem) {
     const tensor_view& t = *src.data;
     if (s.kind == weight_kind::index) {
         s.index_target->resize(static_cast<size_t>(t.numel()));
@@ -291,6 +292,9 @@ std::string convert_slot(const weight_slot& s, const source& src, int64_t block,
         mem.scale_bytes += src.scale->nbytes;
     }
     mem.in_place_bytes[static_cast<int>(m.form)] += m.value_bytes();
+    // The embedding is read row by row, never multiplied: no tiles for it.
+    m.amx_tiles = amx_tiles && cpu::amx_fits(m) && s.name != "embed.weight";
+    if (m.amx_tiles) mem.amx_tile_bytes += m.value_bytes();
     return {};
 }
 
@@ -313,9 +317,12 @@ std::string weight_memory::describe() const {
         copied_bytes > 0 ? fmt::format("the checkpoint's files copied into memory ({:.1f} MiB, {:.1f} MiB of it in huge "
                                        "pages)", mib(copied_bytes), mib(huge_page_bytes))
                          : std::string("the mapped checkpoint");
+    const std::string tiles =
+        amx_tile_bytes > 0 ? fmt::format("; {:.1f} MiB of bf16 multiplied on AMX tiles", mib(amx_tile_bytes)) : "";
     return fmt::format("{:.1f} MiB used in place from {} ({}; scales {:.1f}), {:.1f} MiB "
-                       "converted (fp32 vectors, routing tables); checkpoint {:.1f} MiB",
-                       mib(in_place_total()), where, forms, mib(scale_bytes), mib(converted_bytes), mib(checkpoint_bytes));
+                       "converted (fp32 vectors, routing tables); checkpoint {:.1f} MiB{}",
+                       mib(in_place_total()), where, forms, mib(scale_bytes), mib(converted_bytes), mib(checkpoint_bytes),
+                       tiles);
 }
 
 std::vector<weight_entry> expected_weights(const model_config& cfg) {
@@ -325,7 +332,8 @@ std::vector<weight_entry> expected_weights(const model_config& cfg) {
     return out;
 }
 
-result<model_weights> load_weights(const model_config& cfg, const checkpoint& ck, const load_progress& progress) {
+result<model_weights> load_weights(const model_config& cfg, const checkpoint& ck, const load_progress& progress,
+                                   bool amx_tiles) {
     model_weights w;
     std::vector<weight_slot> slots = detail::enumerate_weights(cfg, w);
     planner p(cfg, ck);
@@ -357,7 +365,7 @@ result<model_weights> load_weights(const model_config& cfg, const checkpoint& ck
     for (const auto& s : sources) total += s.data ? s.data->nbytes : 0;
     for (size_t i = 0; i < slots.size(); ++i) {
         if (!sources[i].data) continue;
-        if (std::string bad = convert_slot(slots[i], sources[i], block, w.memory); !bad.empty())
+        if (std::string bad = convert_slot(slots[i], sources[i], block, amx_tiles, w.memory); !bad.empty())
             bad_scales.push_back(std::move(bad));
         done += sources[i].data->nbytes;
         if (progress) progress(done, total);

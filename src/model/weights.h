@@ -94,6 +94,7 @@ struct weight_memory {
     // copied_bytes of them, huge_page_bytes backed by 2 MiB pages when loaded) or mapped.
     int64_t copied_bytes = 0;
     int64_t huge_page_bytes = 0;
+    int64_t amx_tile_bytes = 0;  // matrices multiplied on AMX tiles (backend.cpu_matmul = "amx")
     int64_t in_place_total() const;
     std::string describe() const;
 };
@@ -110,8 +111,9 @@ struct model_weights {
 using load_progress = std::function<void(int64_t, int64_t)>;
 
 // Loads and validates. Errors list every problem (missing / unexpected / shape / dtype).
+// amx_tiles: mark every matrix cpu::amx_fits() accepts for the AMX path (cpu/amx.h).
 result<model_weights> load_weights(const model_config& cfg, const checkpoint& ck,
-                                   const load_progress& progress = {});
+                                   const load_progress& progress = {}, bool amx_tiles = false);
 
 // The upstream (official) tensor names and shapes a config needs, for make-model and tests.
 struct weight_entry {

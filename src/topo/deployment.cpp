@@ -2,6 +2,7 @@
 #include "topo/deployment.h"
 
 #include "cuda/host/device_engine.h"
+#include "model/model.h"
 #include "topo/model_identity.h"
 
 #include "engine/cpu_engine.h"
@@ -13,6 +14,13 @@ status validate_topology(const config& cfg) {
     const std::string& mode = cfg.topology.mode;
     const std::string& role = cfg.topology.role;
     const std::string& kind = cfg.transport.kind;
+    if (cfg.backend.cpu_matmul == "amx" && cfg.backend.device == "cuda") {
+        // The device backend computes every linear bitwise as the exact CPU kernels do; "amx" would
+        // name numerics it does not run.
+        return make_error(error_code::invalid_argument,
+                          "backend.cpu_matmul = \"amx\" is a CPU backend setting; backend.device is \"cuda\" "
+                          "(use cpu_matmul = \"exact\", or backend.device = \"cpu\")");
+    }
     if (mode == "single") {
         if (role != "both") {
             return make_error(error_code::invalid_argument,
@@ -82,7 +90,7 @@ result<std::unique_ptr<deployment>> deployment::create(const config& cfg,
     TANDEM_RETURN_IF_ERROR(validate_topology(cfg));
     if (cfg.topology.mode == "pd") return make_pd_deployment(cfg, liveness);
     // The prefix cache's key names the weights, not only their shape.
-    result<model_identity> model = identify_model(cfg.model.path, cfg.model.numerics);
+    result<model_identity> model = identify_model(cfg.model.path, model::numerics_identity(cfg.model.numerics, cfg.backend.cpu_matmul));
     if (!model) return model.error();
     // backend.device is resolved by then (api/serve.cpp): "cuda" only when the user or auto chose it.
     result<std::unique_ptr<engine::engine>> e = cfg.backend.device == "cuda"

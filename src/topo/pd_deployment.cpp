@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "cuda/host/device_engine.h"
 #include "engine/cpu_engine.h"
+#include "model/model.h"
 #include "topo/model_identity.h"
 #include "topo/pd_decode.h"
 #include "topo/pd_faults.h"
@@ -220,7 +221,7 @@ result<std::unique_ptr<deployment>> make_pd_deployment(const config& cfg,
     // and a loopback buffer channel over the emulated device's memory.
     const bool inproc = cfg.transport.kind == "inproc" || (nccl(cfg) && role == "both");
     // One fingerprint for both sides of this process: it reads samples of every weight file.
-    result<model_identity> model = identify_model(cfg.model.path, cfg.model.numerics);
+    result<model_identity> model = identify_model(cfg.model.path, model::numerics_identity(cfg.model.numerics, cfg.backend.cpu_matmul));
     if (!model) return model.error();
     std::optional<prefill_side> p;
     std::optional<decode_side> d;

@@ -118,7 +118,7 @@ def start_tandem():
         s.kill()
 
 
-def run_tandem(*args, timeout=60):
-    """Runs tandem to completion (for --help, --print-config, bad configs)."""
+def run_tandem(*args, timeout=60, env=None):
+    """Runs tandem to completion (for --help, --print-config, bad configs); env: extra variables."""
     return subprocess.run([str(BIN), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=None if env is None else {**os.environ, **env})

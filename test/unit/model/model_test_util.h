@@ -55,8 +55,10 @@ struct session {
 
     session(const std::string& dir, int threads, cache::kv_dtype kv = cache::kv_dtype::fp32,
             cache::index_k_dtype ik = cache::index_k_dtype::fp32, numerics_mode numerics = numerics_mode::hf,
-            int64_t memory = int64_t{256} << 20) {
-        auto r = model::load(dir, model_options{numerics, threads});
+            int64_t memory = int64_t{256} << 20, bool amx_matmul = false) {
+        model_options o{numerics, threads};
+        o.amx_matmul = amx_matmul;
+        auto r = model::load(dir, o);
         REQUIRE_MESSAGE(r.is_ok(), r.error().message());
         m = std::move(r.value());
         auto layout = cache::layout_spec::create(m->config(), cache::layout_options{kv, ik, 128});

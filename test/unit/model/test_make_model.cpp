@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cpu/amx.h"
 #include "model/make_model_command.h"
 #include "model/weights.h"
 #include "model_test_util.h"
@@ -84,4 +85,40 @@ TEST_CASE("model: options from the config keys") {
     auto bad_pages = model_options_from("hf", 0, "tiny");
     REQUIRE_FALSE(bad_pages.is_ok());
     CHECK(bad_pages.error().message().find("model.weight_pages") != std::string::npos);
+    CHECK_FALSE(ok->amx_matmul);  // the default: exact
+    CHECK(model_options_from("hf", 0, "huge", "amx")->amx_matmul);
+    auto bad_matmul = model_options_from("hf", 0, "huge", "fast");
+    REQUIRE_FALSE(bad_matmul.is_ok());
+    CHECK(bad_matmul.error().message().find("backend.cpu_matmul") != std::string::npos);
+    // What the outputs depend on: the tiles' bits differ from the exact kernels', so pd's model
+    // fingerprint and the prefix cache's key must tell the two apart.
+    CHECK(numerics_identity("hf", "exact") == "hf");
+    CHECK(numerics_identity("hf", "amx") != numerics_identity("hf", "exact"));
+    CHECK(numerics_identity("official", "amx") != numerics_identity("hf", "amx"));
+}
+
+TEST_CASE("model: backend.cpu_matmul = \"amx\" loads on tiles where the CPU has them, else is a startup error naming "
+          "the key") {
+    temp_dir dir("amx_load");
+    make_checkpoint("tiny-bf16", 2, dir.str());
+    model_options o;
+    o.amx_matmul = true;
+    auto m = model::load(dir.str(), o);
+    if (tandem::cpu::amx_bf16_available()) {
+        REQUIRE_MESSAGE(m.is_ok(), m.error().message());
+        CHECK((*m)->memory().amx_tile_bytes > 0);
+        CHECK((*m)->memory().describe().find("AMX tiles") != std::string::npos);
+    } else {
+        REQUIRE_FALSE(m.is_ok());
+        CHECK(m.error().message().find("backend.cpu_matmul") != std::string::npos);
+        CHECK(m.error().message().find("AMX-BF16") != std::string::npos);
+    }
+    // fp32 weights never take the tiles (they are not bf16): nothing is marked.
+    temp_dir f32("amx_load_f32");
+    make_checkpoint("tiny", 2, f32.str());
+    auto plain = model::load(f32.str(), o);
+    if (tandem::cpu::amx_bf16_available()) {
+        REQUIRE(plain.is_ok());
+        CHECK((*plain)->memory().amx_tile_bytes == 0);
+    }
 }

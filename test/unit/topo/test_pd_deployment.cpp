@@ -269,6 +269,15 @@ TEST_CASE("pd deployment: topology and transport combinations are checked at sta
     CHECK(st.message().find("transport.kind = \"tcp\"") != std::string::npos);
     c.transport.kind = "tcp";
     CHECK(topo::validate_topology(c).is_ok());
+    // The AMX tiles are a CPU backend setting: the device backend computes the exact kernels' bits.
+    c.backend.cpu_matmul = "amx";
+    CHECK(topo::validate_topology(c).is_ok());
+    c.backend.device = "cuda";
+    st = topo::validate_topology(c);
+    REQUIRE_FALSE(st.is_ok());
+    CHECK(st.message().find("backend.cpu_matmul") != std::string::npos);
+    c.backend.device = "cpu";
+    c.backend.cpu_matmul = "exact";
     c.topology.role = "decode";
     st = topo::validate_topology(c);
     REQUIRE_FALSE(st.is_ok());

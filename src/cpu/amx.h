@@ -1,0 +1,49 @@
+// cpu/amx.h — (cpu/ internal) BF16 weights multiplied on AMX tiles: the `backend.cpu_matmul =
+// "amx"` path of linear() / linear_group() (kernels.cpp routes a matrix here when its
+// weight_matrix::amx_tiles is set, which the model loader does only on request).
+//
+// What it computes. Each x value is split into three bf16 parts, x = h + m + l (h = bf16(x),
+// m = bf16(x − h), l = bf16(x − h − m); the differences are exact in fp32), and y = Σ w·h + Σ w·m +
+// Σ w·l with AMX-BF16's TDPBF16PS: every bf16 × bf16 product is exact in fp32, as in the exact
+// kernels' fmas, and the sums are fp32 in the tile unit's own order. So y is within a few fp32
+// roundings of the exact kernels' value (the golden tolerance holds) but not bitwise it.
+//
+// What stays: a row's value never depends on the batch, its position in it, the row or output
+// tiling or the thread count — every row of every call takes the same tile operations in the same
+// k order (design invariant 8). What goes: bitwise agreement with the exact kernels, the scalar
+// reference, other machines' AVX2 / AVX-512 and the GPU; hence opt-in, part of the numerics
+// identity (pd handshake, prefix-cache keys), and never used by the device backend.
+//
+// Limits, inherent to AMX-BF16: bf16 denormals (weights below 2^-126, x's parts m and l of tiny
+// values) count as zero, and |x| beyond bf16's largest finite value (~3.39e38) rounds to inf.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/weight_matrix.h"
+
+namespace tandem::cpu {
+
+// Whether this process can run AMX-BF16 tiles: the CPU has AMX-TILE and AMX-BF16, the kernel
+// enables their state (XCR0) and granted this process the tile data (arch_prctl, asked once), and
+// TANDEM_CPU_KERNELS does not pin the kernels to "scalar" or "avx2".
+bool amx_bf16_available();
+
+// Whether a matrix can take the AMX path: BF16, columns a multiple of 32 (one tile row).
+bool amx_fits(const weight_matrix& w);
+
+namespace detail {
+
+// x rows packed for the tiles: per group of 16 rows, per 32 columns, per part (h, m, l), a tile of
+// 16 column pairs × 16 rows (uint32 = two bf16), zeros past the last row.
+int64_t amx_packed_words(int64_t rows, int64_t cols);
+// Packs row groups [g0, g1) of x (rows × cols, row stride xs) into `packed`.
+void amx_pack(const float* x, int64_t xs, int64_t rows, int64_t cols, int64_t g0, int64_t g1, uint32_t* packed);
+// y[r·ys + o] = Σ_k x[r, k] · w(o, k) for rows [r0, r1) (r0 a multiple of 16) and outputs
+// [o0, o1), from x packed by amx_pack. y is the job's row 0, column 0.
+void amx_tile(const uint32_t* packed, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0, int64_t o1,
+              float* y, int64_t ys);
+
+}  // namespace detail
+
+}  // namespace tandem::cpu

@@ -1,0 +1,225 @@
+// amx_tests — backend.cpu_matmul = "amx" (cpu/amx.h) where the CPU has AMX-BF16 tiles; exit 77
+// (meson: SKIP) elsewhere. What must hold: every value within a few fp32 roundings of the exact
+// kernels, and a row's bits independent of the batch, the row and output tiling, the thread count
+// and the group a linear runs in (design invariant 8), in the kernels and through the model.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "cpu/amx.h"
+#include "cpu/kernels.h"
+#include "model/weights.h"
+#include "model_test_util.h"
+
+using namespace tandem;
+using namespace tandem::cpu;
+
+namespace {
+
+uint16_t to_bf16(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+float from_bf16(uint16_t h) {
+    const uint32_t b = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+}
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+struct problem {
+    int64_t outputs, cols, rows;
+    std::vector<uint16_t> w;
+    std::vector<float> x;
+    weight_matrix m;
+    problem(int64_t n, int64_t k, int64_t r, uint64_t seed) : outputs(n), cols(k), rows(r) {
+        std::mt19937_64 rng(seed);
+        std::normal_distribution<float> nd;
+        w.resize(static_cast<size_t>(n * k));
+        for (auto& v : w) v = to_bf16(nd(rng) * 0.05f);
+        x.resize(static_cast<size_t>(r * k));
+        // Magnitudes from 2^-30 to 2^30, so x's three bf16 parts all carry bits.
+        for (auto& v : x) v = nd(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 61) - 30);
+        m.form = weight_form::bf16;
+        m.rows = n;
+        m.cols = k;
+        m.data = reinterpret_cast<const uint8_t*>(w.data());
+    }
+    weight_matrix tiles() const {
+        weight_matrix t = m;
+        t.amx_tiles = true;
+        return t;
+    }
+    std::vector<float> run(thread_pool& pool, const weight_matrix& mat) const {
+        std::vector<float> y(static_cast<size_t>(rows * outputs), -1.0f);
+        linear(pool, x.data(), rows, cols, mat, y.data(), outputs);
+        return y;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a row's bits never depend on the "
+          "batch, tiling, threads or group") {
+    thread_pool one(1), two(2);
+    // Shapes: rows per 4 KB page 2 (K = 1024), 8 (K = 256), 32 (K = 64) and 1 (K = 2048); output
+    // counts that leave short tiles; row counts of 1, a partial group, several row tiles, and more
+    // rows than one packing batch holds at K = 2048 (1360: run_amx's row slices).
+    struct shape { int64_t n, k, r; };
+    for (const shape s : {shape{100, 1024, 37}, shape{256, 256, 70}, shape{33, 64, 5}, shape{48, 2048, 1},
+                          shape{600, 1024, 130}, shape{40, 2048, 1400}}) {
+        CAPTURE(s.n);
+        CAPTURE(s.k);
+        CAPTURE(s.r);
+        problem p(s.n, s.k, s.r, 7 + s.n);
+        REQUIRE(amx_fits(p.m));
+        const std::vector<float> got = p.run(two, p.tiles());
+
+        // Within fp32 rounding of the exact sum (products are exact, x's parts carry its 24 bits),
+        // relative to Σ |w·x|; so are the exact kernels, and the two differ somewhere (the tiles ran).
+        const std::vector<float> exact = p.run(two, p.m);
+        double worst = 0, exact_worst = 0;
+        bool differ = false;
+        for (int64_t r = 0; r < s.r; ++r)
+            for (int64_t o = 0; o < s.n; ++o) {
+                double sum = 0, mag = 0;
+                for (int64_t k = 0; k < s.k; ++k) {
+                    const double t = double(p.x[r * s.k + k]) * from_bf16(p.w[o * s.k + k]);
+                    sum += t;
+                    mag += std::fabs(t);
+                }
+                worst = std::max(worst, std::fabs(got[r * s.n + o] - sum) / mag);
+                exact_worst = std::max(exact_worst, std::fabs(exact[r * s.n + o] - sum) / mag);
+                differ = differ || got[r * s.n + o] != exact[r * s.n + o];
+            }
+        CHECK(worst < 4e-7);
+        CHECK(exact_worst < 4e-7);
+        if (s.k > 64) CHECK(differ);  // short sums may round alike in both: not asserted there
+
+        // One thread, two threads: the same bits.
+        CHECK(same_bits(p.run(one, p.tiles()).data(), got.data(), got.size()));
+        // Each row alone: the same bits as in the batch.
+        for (int64_t r = 0; r < s.r; r += 1 + s.r / 5) {
+            std::vector<float> y(static_cast<size_t>(s.n));
+            linear(two, p.x.data() + r * s.k, 1, s.k, p.tiles(), y.data(), s.n);
+            CHECK(same_bits(y.data(), got.data() + r * s.n, y.size()));
+        }
+        // Outputs as a view of rows [3, n − 2): the same bits for those outputs.
+        const int64_t n_view = s.n - 5;
+        std::vector<float> view(static_cast<size_t>(s.r * n_view));
+        linear(two, p.x.data(), s.r, s.k, p.tiles().slice_rows(3, n_view), view.data(), n_view);
+        bool view_same = true;
+        for (int64_t r = 0; r < s.r; ++r)
+            view_same = view_same && same_bits(view.data() + r * n_view, got.data() + r * s.n + 3, size_t(n_view));
+        CHECK(view_same);
+        // In a group beside another tile job over the same x and an exact job: the same bits.
+        problem other(40, s.k, s.r, 99);
+        std::vector<float> ya(got.size()), yb(static_cast<size_t>(s.r * 40)), yc(static_cast<size_t>(s.r * 40));
+        const linear_job jobs[] = {{p.x.data(), s.r, s.k, p.tiles(), ya.data(), s.n},
+                                   {p.x.data(), s.r, s.k, [&] { weight_matrix t = other.m; t.amx_tiles = true; t.data = other.m.data; return t; }(),
+                                    yb.data(), 40},
+                                   {other.x.data(), s.r, s.k, other.m, yc.data(), 40}};
+        linear_group(two, jobs);
+        CHECK(same_bits(ya.data(), got.data(), got.size()));
+        const std::vector<float> other_exact = other.run(two, other.m);
+        CHECK(same_bits(yc.data(), other_exact.data(), yc.size()));
+    }
+}
+
+TEST_CASE("amx: inf and NaN in x reach the outputs as in the exact kernels") {
+    thread_pool two(2);
+    problem p(40, 256, 3, 5);
+    p.x[0 * 256 + 17] = std::numeric_limits<float>::infinity();
+    p.x[1 * 256 + 200] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> got = p.run(two, p.tiles()), exact = p.run(two, p.m);
+    for (size_t i = 0; i < got.size(); ++i) {
+        CAPTURE(i);
+        CHECK(std::isnan(got[i]) == std::isnan(exact[i]));
+        CHECK(std::isinf(got[i]) == std::isinf(exact[i]));
+        if (std::isinf(got[i])) CHECK(std::signbit(got[i]) == std::signbit(exact[i]));
+    }
+    // The third row holds neither: finite everywhere.
+    for (int64_t o = 0; o < 40; ++o) CHECK(std::isfinite(got[2 * 40 + o]));
+}
+
+TEST_CASE("amx: a BF16 model on tiles stays within the golden tolerance of the exact kernels and keeps chunk, "
+          "batch and thread invariance bitwise") {
+    using namespace tandem::model;
+    using namespace tandem::model::testing;
+    temp_dir dir("amx_bf16");
+    make_checkpoint("tiny-bf16", 3, dir.str());
+    session exact(dir.str(), 2);
+    session tiles(dir.str(), 2, cache::kv_dtype::fp32, cache::index_k_dtype::fp32, numerics_mode::hf,
+                  int64_t{256} << 20, true);
+    CHECK(tiles.m->memory().amx_tile_bytes > tiles.m->memory().in_place_bytes[int(weight_form::bf16)] / 2);
+    CHECK(exact.m->memory().amx_tile_bytes == 0);
+
+    std::mt19937_64 rng(11);
+    std::vector<int32_t> a(60), b(25);
+    for (auto& t : a) t = static_cast<int32_t>(2 + rng() % 129000);
+    for (auto& t : b) t = static_cast<int32_t>(2 + rng() % 129000);
+    const std::vector<float> want = exact.run(exact.new_sequence(), a, 0, true);
+    const std::vector<float> got = tiles.run(tiles.new_sequence(), a, 0, true);
+    REQUIRE(got.size() == want.size());
+    const int64_t vocab = tiles.m->config().vocab_size, positions = int64_t(a.size());
+    // The golden tests' bound: max |diff| ≤ 1e-4 × max |logit| per position; the same argmax where the
+    // exact top two are further apart than that.
+    int argmax_checked = 0;
+    for (int64_t pos = 0; pos < positions; ++pos) {
+        const float* e = want.data() + pos * vocab;
+        const float* g = got.data() + pos * vocab;
+        float max_abs = 0, diff = 0;
+        int64_t best = 0, second = -1;
+        for (int64_t v = 0; v < vocab; ++v) {
+            max_abs = std::max(max_abs, std::fabs(e[v]));
+            diff = std::max(diff, std::fabs(e[v] - g[v]));
+            if (e[v] > e[best]) second = best, best = v;
+            else if (v != best && (second < 0 || e[v] > e[second])) second = v;
+        }
+        CAPTURE(pos);
+        CHECK(diff <= 1e-4f * max_abs);
+        CHECK(diff > 0.0f);  // the tiles really ran: not the exact kernels' bits
+        if (e[best] - e[second] > 2e-4f * max_abs) {
+            int64_t gbest = 0;
+            for (int64_t v = 1; v < vocab; ++v)
+                if (g[v] > g[gbest]) gbest = v;
+            CHECK(gbest == best);
+            ++argmax_checked;
+        }
+    }
+    CHECK(argmax_checked > positions / 2);
+
+    // Token-by-token decode batched with another sequence's prefill, on one thread: the same bits
+    // as the two-thread full prefill.
+    session one(dir.str(), 1, cache::kv_dtype::fp32, cache::index_k_dtype::fp32, numerics_mode::hf,
+                int64_t{256} << 20, true);
+    auto sa = one.new_sequence(), sb = one.new_sequence();
+    const std::vector<float> head = one.run(sa, std::span<const int32_t>(a.data(), 35), 0, true);
+    CHECK(same_bits(head.data(), got.data(), head.size()));
+    std::vector<float> tail;
+    for (size_t t = 35; t < a.size(); ++t) {
+        std::vector<forward_item> items = {{std::span<const int32_t>(&a[t], 1), int64_t(t), sa, logit_rows::last}};
+        if (t == 35) items.push_back({b, 0, sb, logit_rows::last});
+        auto out = one.forward(items);
+        REQUIRE(out.is_ok());
+        tail.insert(tail.end(), out->logits[0].begin(), out->logits[0].end());
+    }
+    CHECK(same_bits(tail.data(), got.data() + 35 * vocab, tail.size()));
+}
+
+int main(int argc, char** argv) {
+    if (!amx_bf16_available()) {
+        std::printf("SKIP: no AMX-BF16 tiles here (the CPU lacks them, the kernel did not grant them, or TANDEM_CPU_KERNELS pins other kernels)\n");
+        return 77;
+    }
+    doctest::Context ctx(argc, argv);
+    return ctx.run();
+}
