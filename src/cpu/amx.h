@@ -35,7 +35,8 @@ bool amx_fits(const weight_matrix& w);
 namespace detail {
 
 // x rows packed for the tiles: per group of 16 rows, per 32 columns, per part (h, m, l), a tile of
-// 16 column pairs × 16 rows (uint32 = two bf16), zeros past the last row.
+// 16 column pairs × 16 rows (uint32 = two bf16); a short group leaves its columns past the last
+// row as they were (only those rows' results are stored).
 int64_t amx_packed_words(int64_t rows, int64_t cols);
 // Packs row groups [g0, g1) of x (rows × cols, row stride xs) into `packed`.
 void amx_pack(const float* x, int64_t xs, int64_t rows, int64_t cols, int64_t g0, int64_t g1, uint32_t* packed);

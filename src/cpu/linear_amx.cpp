@@ -118,19 +118,32 @@ TANDEM_AMX inline void transpose16(const __m512i r[16], __m512i out[16]) {
     }
 }
 
-// One group of 16 rows: per 32 columns, each row's three parts (zeros past the last row), then
-// each part's 16 × 16 words transposed into its tile (row i = column pair i of the 16 rows).
+// One group of 16 rows: per 32 columns, each row's three parts, then each part's 16 × 16 words
+// transposed into its tile (row i = column pair i of the 16 rows). A group with fewer rows (a
+// decode step's) writes only its rows' columns, word by word: a result column depends on its own
+// x column alone, so whatever the other columns hold (zeros, or finite parts of an earlier call's
+// rows) reaches only results nobody stores.
 TANDEM_AMX void pack_group(const float* x, int64_t xs, int64_t rows, int64_t cols, int64_t g, uint32_t* packed) {
     const int64_t col_tiles = cols / k_cols_per_tile;
     const int64_t valid = rows - g * 16 < 16 ? rows - g * 16 : 16;
     uint32_t* base = packed + tile_offset(g, 0, 0, col_tiles);
+    if (valid < 16) {
+        alignas(64) uint32_t words[16];
+        for (int64_t m = 0; m < valid; ++m)
+            for (int64_t kb = 0; kb < col_tiles; ++kb) {
+                __m512i parts[k_parts];
+                split32(x + (g * 16 + m) * xs + kb * k_cols_per_tile, parts);
+                for (int p = 0; p < k_parts; ++p) {
+                    _mm512_store_si512(words, parts[p]);
+                    uint32_t* tile = base + (kb * k_parts + p) * k_tile_words;
+                    for (int i = 0; i < 16; ++i) tile[16 * i + m] = words[i];
+                }
+            }
+        return;
+    }
     for (int64_t kb = 0; kb < col_tiles; ++kb) {
         __m512i by_row[k_parts][16];
         for (int64_t m = 0; m < 16; ++m) {
-            if (m >= valid) {
-                for (int p = 0; p < k_parts; ++p) by_row[p][m] = _mm512_setzero_si512();
-                continue;
-            }
             __m512i parts[k_parts];
             split32(x + (g * 16 + m) * xs + kb * k_cols_per_tile, parts);
             for (int p = 0; p < k_parts; ++p) by_row[p][m] = parts[p];
@@ -144,13 +157,6 @@ TANDEM_AMX void pack_group(const float* x, int64_t xs, int64_t rows, int64_t col
     }
 }
 
-
-// One block of 32 output rows copied into `tiles`, each column tile of 16 rows as 1 KB in a row
-// (tile (kb, h) at ((2 kb + h) · 1024) bytes), rows past o1 zero. Why: a tile load straight from
-// the matrix reads 16 rows 1–8 KB apart, 16 streams the hardware prefetchers do not run ahead on;
-// a 1-row decode waited on them at ~60% of the exact GEMV's speed (and fetching the next block
-// ahead in software was slower still). The copy reads the block's rows — one contiguous run —
-// front to back, as the exact GEMV does, and the tile loads then hit L1 / L2. Same bits.
 // Rows per 4 KB page: weight tiles take rows this far apart, so each of a tile's 16 rows lies in
 // its own page (1 for rows of 4 KB or more). Why: a tile load reads 16 rows at once; with 16
 // consecutive rows of 2 KB a page held two interleaved streams, which the L2 streamer (it follows
@@ -259,6 +265,8 @@ TANDEM_AMX void tile_block(const uint32_t* packed, int64_t r0, int64_t r1, const
         }
         multiply_pair(packed, r0, r1, col_tiles, t, outputs, y, ys);
     }
+    // Tiles back in their initial state: a context switch then saves and restores no tile data.
+    _tile_release();
 }
 
 }  // namespace

@@ -108,6 +108,17 @@ bool same_ends(int fd, const file_bytes& copy) {
     return true;
 }
 
+// Bytes to start a copy of a safetensors file into its first page so that its data section
+// (8 + header length) lies on a 64-byte boundary; 0 where the file is too short to say.
+int64_t line_shift_for_data(int fd, int64_t size) {
+    uint8_t len[8];
+    if (size < 8 || ::pread(fd, len, 8, 0) != 8) return 0;
+    uint64_t header = 0;
+    for (int i = 0; i < 8; ++i) header |= static_cast<uint64_t>(len[i]) << (8 * i);
+    if (header > static_cast<uint64_t>(size)) return 0;  // the parser reports it
+    return static_cast<int64_t>((64 - (8 + header) % 64) % 64);
+}
+
 // Names the copy in /proc/<pid>/maps and smaps ("[anon:tandem weights model.safetensors]"), so
 // pmap and the soak tool count it as weights, not heap. Best effort: kernels before 5.17, or
 // without CONFIG_ANON_VMA_NAME, refuse and the region stays unnamed.
@@ -188,8 +199,13 @@ result<std::shared_ptr<const file_bytes>> file_bytes::open(const std::string& pa
     if (auto it = reg.copies.find(key); it != reg.copies.end())
         if (auto alive = it->second.lock(); alive && same_ends(fd, *alive)) return alive;
 
+    // The copy starts `shift` bytes into its first page so that the safetensors data section (after
+    // the 8-byte length and the header) starts on a 64-byte line: checkpoints whose tensor sizes are
+    // multiples of 64 bytes (HF's and ours) then have every matrix line-aligned, which the AMX
+    // tiles' 64-byte row loads need at full speed (cpu/amx.h). The file's bytes are unchanged.
+    const int64_t shift = line_shift_for_data(fd, size);
     // Rounded up to whole huge pages and aligned to one, so every page of the copy can be huge.
-    const int64_t rounded = (size + k_huge_page - 1) / k_huge_page * k_huge_page;
+    const int64_t rounded = (size + shift + k_huge_page - 1) / k_huge_page * k_huge_page;
     const int64_t region_bytes = rounded + k_huge_page;
     void* region = ::mmap(nullptr, static_cast<size_t>(region_bytes), PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -206,13 +222,14 @@ result<std::shared_ptr<const file_bytes>> file_bytes::open(const std::string& pa
     if (head > 0) ::munmap(region, static_cast<size_t>(head));
     if (tail > 0) ::munmap(aligned + rounded, static_cast<size_t>(tail));
     std::shared_ptr<file_bytes> f(new file_bytes());
-    f->data_ = aligned;
+    f->base_ = aligned;
+    f->data_ = aligned + shift;
     f->size_ = size;
     f->mapped_bytes_ = rounded;
     f->mode_ = mode;
     // Advice only: without THP (or with it off) the copy still works, in 4 KiB pages.
     (void)::madvise(aligned, static_cast<size_t>(rounded), MADV_HUGEPAGE);
-    TANDEM_RETURN_IF_ERROR(read_all(fd, aligned, size, path));
+    TANDEM_RETURN_IF_ERROR(read_all(fd, aligned + shift, size, path));
     name_region(aligned, rounded, path);
     // Read-only from here, like the mapping: a stray write faults instead of corrupting a weight.
     if (::mprotect(aligned, static_cast<size_t>(rounded), PROT_READ) != 0)
@@ -224,13 +241,13 @@ result<std::shared_ptr<const file_bytes>> file_bytes::open(const std::string& pa
 }
 
 file_bytes::~file_bytes() {
-    if (mapped_bytes_ > 0) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(mapped_bytes_));
+    if (mapped_bytes_ > 0) ::munmap(const_cast<uint8_t*>(base_ ? base_ : data_), static_cast<size_t>(mapped_bytes_));
 }
 
 int64_t file_bytes::huge_page_bytes() const {
     if (mode_ != weight_pages::huge || mapped_bytes_ == 0) return 0;
     std::ifstream smaps("/proc/self/smaps");
-    const auto lo = reinterpret_cast<uintptr_t>(data_), hi = lo + static_cast<uintptr_t>(mapped_bytes_);
+    const auto lo = reinterpret_cast<uintptr_t>(base_), hi = lo + static_cast<uintptr_t>(mapped_bytes_);
     bool inside = false;
     int64_t kib = 0;
     for (std::string line; std::getline(smaps, line);) {

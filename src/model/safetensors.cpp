@@ -351,21 +351,35 @@ result<std::unique_ptr<safetensors_writer>> safetensors_writer::create(
         }
         header += "}";
     }
+    // Where each tensor's data goes: first every tensor whose size is a multiple of 64 bytes (in
+    // declaration order), then the rest, so with the data section starting on a 64-byte boundary
+    // (the header is padded to it) every large matrix starts on a cache line. Why: the AMX path
+    // loads 64-byte tile rows, and a row straddling two lines cost it a third of its speed; the
+    // exact kernels read lines too. The tensors are still appended in declaration order (append
+    // seeks), so the values are the same bits, and the file has no holes.
+    std::vector<int64_t> need(tensors.size()), at(tensors.size());
     int64_t offset = 0;
+    for (int pass = 0; pass < 2; ++pass)
+        for (size_t i = 0; i < tensors.size(); ++i) {
+            need[i] = checked_numel(tensors[i].shape) * dtype_size(tensors[i].type);
+            if ((need[i] % 64 == 0) != (pass == 0)) continue;
+            at[i] = offset;
+            offset += need[i];
+        }
     for (size_t i = 0; i < tensors.size(); ++i) {
         const auto& t = tensors[i];
-        int64_t need = checked_numel(t.shape) * dtype_size(t.type);
         header += fmt::format("{}\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
                               (i == 0 && metadata.empty()) ? "" : ",", json_escape(t.name),
-                              dtype_name(t.type), join_dims(t.shape, ","), offset, offset + need);
-        offset += need;
+                              dtype_name(t.type), join_dims(t.shape, ","), at[i], at[i] + need[i]);
     }
     header += "}";
-    while (header.size() % 8 != 0) header += ' ';  // data starts 8-byte aligned
+    while ((8 + header.size()) % 64 != 0) header += ' ';  // data starts 64-byte aligned
     std::unique_ptr<safetensors_writer> w(new safetensors_writer());
     w->path_ = path;
     w->tmp_ = path + ".tmp";
     w->tensors_ = tensors;
+    w->at_ = std::move(at);
+    for (int64_t& a : w->at_) a += 8 + static_cast<int64_t>(header.size());
     w->file_ = std::fopen(w->tmp_.c_str(), "wb");
     if (!w->file_)
         return make_error(error_code::io_error, fmt::format("{}: cannot create: {}", w->tmp_, std::strerror(errno)));
@@ -391,6 +405,8 @@ status safetensors_writer::append(std::span<const uint8_t> bytes) {
     if (need != static_cast<int64_t>(bytes.size()))
         return make_error(error_code::internal, fmt::format("write_safetensors: '{}' has {} bytes, shape needs {}",
                                                             t.name, bytes.size(), need));
+    if (std::fseek(file_, static_cast<long>(at_[next_ - 1]), SEEK_SET) != 0)
+        return make_error(error_code::io_error, fmt::format("{}: seek failed: {}", tmp_, std::strerror(errno)));
     if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size())
         return make_error(error_code::io_error, fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
     return status::ok();

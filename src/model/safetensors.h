@@ -131,6 +131,7 @@ private:
     std::string path_, tmp_;
     std::FILE* file_ = nullptr;
     std::vector<tensor_header> tensors_;
+    std::vector<int64_t> at_;  // file offset of each tensor's data, in declaration order
     size_t next_ = 0;
 };
 

@@ -160,6 +160,52 @@ TEST_CASE("safetensors: truncated and corrupt files fail with a clear error") {
     }
 }
 
+TEST_CASE("safetensors: written files put every tensor of a multiple of 64 bytes on a line; a copy in memory "
+          "puts any file's data section on one") {
+    temp_dir dir("st_align");
+    const std::string p = dir.str() + "/model.safetensors";
+    std::vector<uint16_t> odd = {1, 2, 3}, wide(64), odd2 = {4, 5, 6, 7, 8}, wider(128);
+    for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<uint16_t>(100 + i);
+    for (size_t i = 0; i < wider.size(); ++i) wider[i] = static_cast<uint16_t>(900 + i);
+    REQUIRE(write_safetensors(p, {{"odd", dtype::bf16, {3}, bytes_of(odd)},
+                                  {"wide", dtype::bf16, {2, 32}, bytes_of(wide)},
+                                  {"odd2", dtype::bf16, {5}, bytes_of(odd2)},
+                                  {"wider", dtype::bf16, {4, 32}, bytes_of(wider)}})
+                .is_ok());
+    for (weight_pages pages : {weight_pages::huge, weight_pages::mapped}) {
+        auto ck = checkpoint::open_dir(dir.str(), pages);
+        REQUIRE(ck.is_ok());
+        // Declared between two odd-sized tensors, the 128- and 256-byte ones still start on a line.
+        CHECK(reinterpret_cast<uintptr_t>(ck->find("wide")->data) % 64 == 0);
+        CHECK(reinterpret_cast<uintptr_t>(ck->find("wider")->data) % 64 == 0);
+        CHECK(std::memcmp(ck->find("odd")->data, odd.data(), 6) == 0);
+        CHECK(std::memcmp(ck->find("wide")->data, wide.data(), 128) == 0);
+        CHECK(std::memcmp(ck->find("odd2")->data, odd2.data(), 10) == 0);
+        CHECK(std::memcmp(ck->find("wider")->data, wider.data(), 256) == 0);
+    }
+
+    // A file written elsewhere, its data section 8 + 56 = 64 + 0 … here at 8 + 80 = 88 ≡ 24 (mod 64):
+    // the copy starts 40 bytes into its page so the data lands on a line; the mapping cannot.
+    const std::string foreign = dir.str() + "/foreign.safetensors";
+    {
+        std::string header = R"({"t":{"dtype":"BF16","shape":[32],"data_offsets":[0,64]}})";
+        while (header.size() < 80) header += ' ';
+        std::ofstream f(foreign, std::ios::binary);
+        const uint64_t n = header.size();
+        f.write(reinterpret_cast<const char*>(&n), 8);
+        f << header;
+        f.write(reinterpret_cast<const char*>(wide.data()), 64);
+    }
+    auto copy = file_bytes::open(foreign, weight_pages::huge);
+    auto mapped = file_bytes::open(foreign, weight_pages::mapped);
+    REQUIRE(copy.is_ok());
+    REQUIRE(mapped.is_ok());
+    CHECK(reinterpret_cast<uintptr_t>((*copy)->data() + 88) % 64 == 0);
+    CHECK(reinterpret_cast<uintptr_t>((*copy)->data()) % 64 == 40);
+    CHECK(std::memcmp((*copy)->data(), (*mapped)->data(), static_cast<size_t>((*copy)->size())) == 0);
+    CHECK(permissions_at((*copy)->data()) == "r--p");
+}
+
 TEST_CASE("safetensors: a file copied into memory holds the file's bytes, read-only, shared while alive") {
     temp_dir dir("st_pages");
     const fs::path p = dir.path / "model.safetensors";
@@ -175,7 +221,8 @@ TEST_CASE("safetensors: a file copied into memory holds the file's bytes, read-o
     CHECK((*copy)->mode() == weight_pages::huge);
     REQUIRE((*copy)->size() == size);
     CHECK(std::memcmp((*copy)->data(), (*mapped)->data(), static_cast<size_t>(size)) == 0);
-    CHECK(reinterpret_cast<uintptr_t>((*copy)->data()) % (2 << 20) == 0);  // huge-page aligned
+    // Huge-page aligned (our writer starts the data section on a line, so the copy is not shifted).
+    CHECK(reinterpret_cast<uintptr_t>((*copy)->data()) % (2 << 20) == 0);
     CHECK((*copy)->huge_page_bytes() <= size);
     CHECK((*mapped)->huge_page_bytes() == 0);
     CHECK(permissions_at((*copy)->data()) == "r--p");  // a stray write faults, as on the mapping
