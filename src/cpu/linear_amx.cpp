@@ -16,7 +16,7 @@
 #include <cstring>
 #include <vector>
 
-#define TANDEM_AMX __attribute__((target("avx512f,avx512bw,amx-tile,amx-bf16")))
+#define TANDEM_AMX __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16")))
 
 // GCC 12's AVX-512 intrinsics pass an _mm512_undefined_* operand and then warn that it may be used
 // uninitialized (GCC bug 105593, fixed in 13): silenced for this file, as in tile_avx512.cpp.
@@ -36,6 +36,7 @@ bool ask_for_tiles() {
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     const bool tile = d & (1u << 24), bf16 = d & (1u << 22);
     if (!tile || !bf16) return false;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5))) return false;  // AVX512_BF16 (packing)
     uint32_t lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     if ((lo & (3u << 17)) != (3u << 17)) return false;  // XTILECFG and XTILEDATA enabled by the OS
@@ -61,36 +62,24 @@ struct alignas(64) tile_config {
     uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
 
-// bf16(v) rounded to nearest even, in the high half of each lane (low half zero). NaN stays a
-// (quiet) NaN instead of rounding into inf.
-TANDEM_AMX inline __m512i round_to_bf16(__m512 v) {
-    const __m512i bits = _mm512_castps_si512(v);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
-    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-    r = _mm512_and_si512(r, high);
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    return _mm512_mask_or_epi32(r, nan, _mm512_and_si512(bits, high), _mm512_set1_epi32(0x00400000));
-}
-
-// The three parts of 32 values, each as 16 words of two bf16 (column 2i low, 2i + 1 high).
+// The three parts of 32 values, each as 16 words of two bf16 (column 2i low, 2i + 1 high), by
+// VCVTNE2PS2BF16 (round to nearest even; NaN stays NaN; like the tiles, it takes fp32 denormals as
+// zero — a part that small is below what TDPBF16PS adds anyway).
 TANDEM_AMX inline void split32(const float* x, __m512i out[k_parts]) {
-    // 16-bit lane j of the result = the high half of 32-bit lane j of (lo, hi): bf16 j in order.
-    const __m512i pick_high = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
-                                               27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     __m512 rest[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
     const __m512 inf = _mm512_set1_ps(__builtin_inff());
     for (int p = 0; p < k_parts; ++p) {
-        __m512i part[2];
+        const __m512i words = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(rest[1], rest[0]));
+        out[p] = words;
+        if (p + 1 == k_parts) break;
         for (int h = 0; h < 2; ++h) {
-            part[h] = round_to_bf16(rest[h]);
-            const __m512 taken = _mm512_castsi512_ps(part[h]);
+            const __m256i half = h == 0 ? _mm512_castsi512_si256(words) : _mm512_extracti64x4_epi64(words, 1);
+            const __m512 taken = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
             // x − part is exact (Sterbenz: the part is x rounded, same sign, within a factor 2). A
             // non-finite part (inf, NaN, or a value past bf16's range) leaves nothing to add.
             const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(taken), inf, _CMP_LT_OQ);
             rest[h] = _mm512_maskz_sub_ps(finite, rest[h], taken);
         }
-        out[p] = _mm512_permutex2var_epi16(part[0], pick_high, part[1]);
     }
 }
 
