@@ -38,6 +38,9 @@ namespace detail {
 // 16 column pairs × 16 rows (uint32 = two bf16); a short group leaves its columns past the last
 // row as they were (only those rows' results are stored).
 int64_t amx_packed_words(int64_t rows, int64_t cols);
+// Outputs per work unit of linear(): 128, or more where rows are short — whole groups of 32 rows
+// one 4 KB page apart (linear_amx.cpp, rows_per_page), so every unit takes the page-apart tiles.
+int64_t amx_unit_outputs(const weight_matrix& w);
 // Packs row groups [g0, g1) of x (rows × cols, row stride xs) into `packed`.
 void amx_pack(const float* x, int64_t xs, int64_t rows, int64_t cols, int64_t g0, int64_t g1, uint32_t* packed);
 // y[r·ys + o] = Σ_k x[r, k] · w(o, k) for rows [r0, r1) (r0 a multiple of 16) and outputs

@@ -115,11 +115,12 @@ void run_unit(const detail::kernel_table& k, const linear_job& j, int64_t u) {
 // 128 outputs (256 KB of bf16 weights at K = 1024, tile by tile like the exact units). A row's
 // values do not depend on the units: each output element runs the same tile operations over k.
 
-constexpr int64_t k_amx_rows = 64, k_amx_outputs = 128;
+constexpr int64_t k_amx_rows = 64;
 
 int64_t amx_units_of(const linear_job& j) {
     if (j.rows <= 0 || j.w.rows <= 0) return 0;
-    return (j.rows + k_amx_rows - 1) / k_amx_rows * ((j.w.rows + k_amx_outputs - 1) / k_amx_outputs);
+    const int64_t outputs = detail::amx_unit_outputs(j.w);
+    return (j.rows + k_amx_rows - 1) / k_amx_rows * ((j.w.rows + outputs - 1) / outputs);
 }
 
 // Which job a group-wide unit belongs to: starts[i] is job i's first unit, starts[n] all units.
@@ -162,10 +163,11 @@ void run_amx_batch(thread_pool& pool, const std::vector<const linear_job*>& jobs
     const linear_job* const* job = jobs.data();
     const auto multiply = [=](const uint32_t* words, size_t i, int64_t u) {
         const linear_job& j = *job[i];
-        const int64_t blocks = (j.w.rows + k_amx_outputs - 1) / k_amx_outputs, v = u - units[i];
-        const int64_t r0 = v / blocks * k_amx_rows, o0 = v % blocks * k_amx_outputs;
+        const int64_t outputs = detail::amx_unit_outputs(j.w);
+        const int64_t blocks = (j.w.rows + outputs - 1) / outputs, v = u - units[i];
+        const int64_t r0 = v / blocks * k_amx_rows, o0 = v % blocks * outputs;
         detail::amx_tile(words + offsets[i], r0, std::min(j.rows, r0 + k_amx_rows), j.w, o0,
-                         std::min(j.w.rows, o0 + k_amx_outputs), j.y, j.y_stride);
+                         std::min(j.w.rows, o0 + outputs), j.y, j.y_stride);
     };
     if (one_group_each) {
         // A decode step's rows (at most 16 per job): every thread packs the x it needs itself, on its

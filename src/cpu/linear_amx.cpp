@@ -304,6 +304,11 @@ int64_t amx_packed_words(int64_t rows, int64_t cols) {
     return (rows + 15) / 16 * (cols / 32) * 3 * 256;
 }
 
+int64_t amx_unit_outputs(const weight_matrix& w) {
+    const int64_t b = w.row_bytes(), per_page = b > 0 && b < 4096 ? 4096 / b : 1;
+    return 32 * per_page > 64 ? 32 * per_page : 64;
+}
+
 }  // namespace detail
 
 }  // namespace tandem::cpu
