@@ -221,6 +221,21 @@ TANDEM_AMX void tile_block(const uint32_t* packed, int64_t r0, int64_t r1, const
     static const tile_config config;
     _tile_loadconfig(&config);
     const int64_t col_tiles = w.cols / k_cols_per_tile, row_bytes = w.row_bytes(), s = rows_per_page(w);
+    // Up to 16 rows (a decode step's), one weight tile at a time: 16 row streams in flight
+    // instead of 32, which the prefetchers follow better (`small`, alternating runs: batch 1 +4%,
+    // batch 4 +4–6%, batch 16 +1–5%); more rows share each x tile between the two weight tiles.
+    const auto multiply = [&](const weight_tiles& t, const int64_t outputs[2]) {
+        if (r1 - r0 > 16 || t.a[1] == nullptr) return multiply_pair(packed, r0, r1, col_tiles, t, outputs, y, ys);
+        for (int h = 0; h < 2; ++h) {
+            weight_tiles one;
+            one.a[0] = t.a[h];
+            one.stride[0] = t.stride[h];
+            one.first[0] = t.first[h];
+            one.step = t.step;
+            const int64_t just[2] = {outputs[h], 0};
+            multiply_pair(packed, r0, r1, col_tiles, one, just, y, ys);
+        }
+    };
     int64_t o = o0;
     for (; o + 32 * s <= o1; o += 32 * s)
         for (int64_t c = 0; c < s; ++c) {
@@ -232,7 +247,7 @@ TANDEM_AMX void tile_block(const uint32_t* packed, int64_t r0, int64_t r1, const
                 t.stride[h] = s * row_bytes;
             }
             const int64_t outputs[2] = {16, 16};
-            multiply_pair(packed, r0, r1, col_tiles, t, outputs, y, ys);
+            multiply(t, outputs);
         }
     thread_local std::vector<uint16_t> padded;
     for (; o < o1; o += 32) {
@@ -252,7 +267,7 @@ TANDEM_AMX void tile_block(const uint32_t* packed, int64_t r0, int64_t r1, const
                 t.stride[h] = 2 * w.cols;
             }
         }
-        multiply_pair(packed, r0, r1, col_tiles, t, outputs, y, ys);
+        multiply(t, outputs);
     }
     // Tiles back in their initial state: a context switch then saves and restores no tile data.
     _tile_release();
