@@ -111,9 +111,11 @@ void run_unit(const detail::kernel_table& k, const linear_job& j, int64_t u) {
 
 // ---- Matrices on AMX tiles (cpu/amx.h) ------------------------------------------------------
 //
-// Two passes per call: every job's x packed once (per group of 16 rows), then units of 64 rows ×
-// 128 outputs (256 KB of bf16 weights at K = 1024, tile by tile like the exact units). A row's
-// values do not depend on the units: each output element runs the same tile operations over k.
+// Units of 64 rows × amx_unit_outputs (64 outputs, or a whole page-apart group where rows are
+// short), tile by tile like the exact units. With more than 16 rows in some job, two passes: every
+// job's x packed once (per group of 16 rows), then the units; a decode step's jobs in one pass (see
+// run_amx_batch). A row's values do not depend on the units: each output element runs the same
+// tile operations over k.
 
 constexpr int64_t k_amx_rows = 64;
 
@@ -172,8 +174,8 @@ void run_amx_batch(thread_pool& pool, const std::vector<const linear_job*>& jobs
     if (one_group_each) {
         // A decode step's rows (at most 16 per job): every thread packs the x it needs itself, on its
         // first unit of that job, in one pass. Why: a serial packing phase before the pass left the
-        // other thread waiting and cost a second fork/join per linear; packing one group takes
-        // ~2 µs against ~7 µs of tiles per unit of 128 outputs. Same words, so the same bits.
+        // other thread waiting and cost a second fork/join per linear (a 256 × 1024 GEMV: 27 → 11
+        // µs); packing one group takes ~2 µs at K = 1024. Same words, so the same bits.
         static std::atomic<uint64_t> calls{0};
         const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
         const int64_t total_words = words_first[n];
