@@ -165,6 +165,23 @@ int engines_in_process(const config& cfg) {
 }
 
 result<memory_budget> resolve_memory_budget(const config& cfg, const model::model_config& model, const layout_spec& layout) {
+    if (cfg.backend.device == "cuda" && !cfg.backend.test_emulate_device) {
+        // The device backend's pool and scratch are in GPU memory, which phase 0 sizes at startup
+        // (cuda::plan_device_memory; serve writes the pool into cache.memory_bytes before anything
+        // plans). The CPU forward's step buffers do not exist there, and host MemAvailable says
+        // nothing about the GPU. (The testing-only host emulation keeps the host rule: its "device"
+        // is host memory.)
+        if (cfg.cache.memory_bytes <= 0)
+            return make_error(error_code::invalid_argument,
+                              "cache.memory_bytes = 0 with backend.device = \"cuda\": the pool is sized at startup "
+                              "from GPU 0's free memory (cache.memory_fraction of what the weights and scratch "
+                              "leave), which planning cannot see without the GPU; set cache.memory_bytes to plan "
+                              "a budget");
+        memory_budget b;
+        b.step.engines = engines_in_process(cfg);
+        b.pool_bytes = cfg.cache.memory_bytes;
+        return b;
+    }
     const int64_t available = available_unless_fixed(cfg.cache.memory_bytes);
     // Contexts fill the pool the budget would give without the reservation: more than the
     // reduced pool holds, so the reservation is an upper bound.

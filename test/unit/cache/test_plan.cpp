@@ -123,6 +123,26 @@ TEST_CASE("plan: budget resolution and configuration errors") {
     CHECK(model_config_path(cfg) == "/some/dir/config.json");
 }
 
+TEST_CASE("plan: on the device backend no CPU step buffers are counted, and a GPU-sized pool is not guessed") {
+    config cfg = base_config("deepseek-v4-flash.json", "fp8", "fp8");
+    auto cpu = make_cache_plan(cfg);
+    REQUIRE(cpu.is_ok());
+    CHECK(cpu->step.buffers.total() > 0);
+    CHECK(render_plan_text(*cpu).find("CPU forward step buffers") != std::string::npos);
+    cfg.backend.device = "cuda";
+    auto device = make_cache_plan(cfg);
+    REQUIRE(device.is_ok());
+    CHECK(device->step.buffers.total() == 0);
+    CHECK(device->memory_bytes == cfg.cache.memory_bytes);
+    CHECK(render_plan_text(*device).find("CPU forward step buffers") == std::string::npos);
+    cfg.cache.memory_bytes = 0;  // phase 0 sizes it from the GPU at startup
+    auto unknown = make_cache_plan(cfg);
+    REQUIRE_FALSE(unknown.is_ok());
+    CHECK(unknown.error().message().find("cache.memory_bytes = 0 with backend.device = \"cuda\"") != std::string::npos);
+    cfg.backend.test_emulate_device = true;  // the host emulation's "device" is host memory: the host rule
+    CHECK(make_cache_plan(cfg).is_ok());
+}
+
 TEST_CASE("plan: run_plan_command prints the JSON plan on stdout") {
     config cfg = base_config("deepseek-v4-pro.json", "fp8", "fp8");
     char path[] = "/tmp/tandem_plan_test_XXXXXX";
