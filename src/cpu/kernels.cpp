@@ -119,10 +119,14 @@ void run_unit(const detail::kernel_table& k, const linear_job& j, int64_t u) {
 
 constexpr int64_t k_amx_rows = 64;
 
+int64_t amx_output_blocks(const linear_job& j) {
+    const int64_t outputs = detail::amx_unit_outputs(j.w);
+    return (j.w.rows + outputs - 1) / outputs;
+}
+
 int64_t amx_units_of(const linear_job& j) {
     if (j.rows <= 0 || j.w.rows <= 0) return 0;
-    const int64_t outputs = detail::amx_unit_outputs(j.w);
-    return (j.rows + k_amx_rows - 1) / k_amx_rows * ((j.w.rows + outputs - 1) / outputs);
+    return (j.rows + k_amx_rows - 1) / k_amx_rows * amx_output_blocks(j);
 }
 
 // Which job a group-wide unit belongs to: starts[i] is job i's first unit, starts[n] all units.
@@ -165,8 +169,7 @@ void run_amx_batch(thread_pool& pool, const std::vector<const linear_job*>& jobs
     const linear_job* const* job = jobs.data();
     const auto multiply = [=](const uint32_t* words, size_t i, int64_t u) {
         const linear_job& j = *job[i];
-        const int64_t outputs = detail::amx_unit_outputs(j.w);
-        const int64_t blocks = (j.w.rows + outputs - 1) / outputs, v = u - units[i];
+        const int64_t outputs = detail::amx_unit_outputs(j.w), blocks = amx_output_blocks(j), v = u - units[i];
         const int64_t r0 = v / blocks * k_amx_rows, o0 = v % blocks * outputs;
         detail::amx_tile(words + offsets[i], r0, std::min(j.rows, r0 + k_amx_rows), j.w, o0,
                          std::min(j.w.rows, o0 + outputs), j.y, j.y_stride);
@@ -296,7 +299,7 @@ void linear_group(thread_pool& pool, std::span<const linear_job> jobs) {
     const detail::kernel_table& k = detail::active_kernels();
     const int64_t* starts = first.data();
     pool.parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
-        size_t i = static_cast<size_t>(std::upper_bound(starts, starts + jobs.size() + 1, u0) - starts) - 1;
+        size_t i = job_of(starts, jobs.size(), u0);
         for (int64_t u = u0; u < u1; ++u) {
             while (u >= starts[i + 1]) ++i;
             run_unit(k, jobs[i], u - starts[i]);

@@ -5,6 +5,27 @@
 // loader marks only where amx_bf16_available().
 #include "cpu/amx.h"
 
+namespace tandem::cpu {
+namespace {
+
+constexpr int64_t k_parts = 3;           // h, m, l
+constexpr int64_t k_tile_words = 256;    // 16 rows × 64 bytes
+constexpr int64_t k_cols_per_tile = 32;  // bf16 per tile row
+
+// Rows per 4 KB page: weight tiles take rows this far apart, so each of a tile's 16 rows lies in
+// its own page (1 for rows of 4 KB or more). Why: a tile load reads 16 rows at once; with 16
+// consecutive rows of 2 KB a page held two interleaved streams, which the L2 streamer (it follows
+// one ascending stream per page) does not run ahead on, and a 1-row decode waited on memory at
+// ~60% of the exact GEMV's speed. One row per page, each page is then read front to back: rows
+// c, c + s, …, c + 15 s over all columns, then c + 1, … (the exact tile's page-apart groups).
+int64_t rows_per_page(const weight_matrix& w) {
+    const int64_t b = w.row_bytes();
+    return b > 0 && b < 4096 ? 4096 / b : 1;
+}
+
+}  // namespace
+}  // namespace tandem::cpu
+
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include <cpuid.h>
@@ -44,10 +65,6 @@ bool ask_for_tiles() {
     constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
     return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
 }
-
-constexpr int64_t k_parts = 3;           // h, m, l
-constexpr int64_t k_tile_words = 256;    // 16 rows × 64 bytes
-constexpr int64_t k_cols_per_tile = 32;  // bf16 per tile row
 
 int64_t tile_offset(int64_t group, int64_t kb, int64_t part, int64_t col_tiles) {
     return ((group * col_tiles + kb) * k_parts + part) * k_tile_words;
@@ -144,17 +161,6 @@ TANDEM_AMX void pack_group(const float* x, int64_t xs, int64_t rows, int64_t col
             for (int i = 0; i < 16; ++i) _mm512_storeu_si512(tile + 16 * i, tile_rows[i]);
         }
     }
-}
-
-// Rows per 4 KB page: weight tiles take rows this far apart, so each of a tile's 16 rows lies in
-// its own page (1 for rows of 4 KB or more). Why: a tile load reads 16 rows at once; with 16
-// consecutive rows of 2 KB a page held two interleaved streams, which the L2 streamer (it follows
-// one ascending stream per page) does not run ahead on, and a 1-row decode waited on memory at
-// ~60% of the exact GEMV's speed. One row per page, each page is then read front to back: rows
-// c, c + s, …, c + 15 s over all columns, then c + 1, … (the exact tile's page-apart groups).
-int64_t rows_per_page(const weight_matrix& w) {
-    const int64_t b = w.row_bytes();
-    return b > 0 && b < 4096 ? 4096 / b : 1;
 }
 
 // One pair of weight tiles: where their rows start and how far apart they are.
@@ -311,17 +317,19 @@ void amx_tile(const uint32_t*, int64_t, int64_t, const weight_matrix&, int64_t, 
 
 namespace tandem::cpu {
 
-bool amx_fits(const weight_matrix& w) { return w.form == weight_form::bf16 && w.cols > 0 && w.cols % 32 == 0; }
+bool amx_fits(const weight_matrix& w) {
+    return w.form == weight_form::bf16 && w.cols > 0 && w.cols % k_cols_per_tile == 0;
+}
 
 namespace detail {
 
 int64_t amx_packed_words(int64_t rows, int64_t cols) {
-    return (rows + 15) / 16 * (cols / 32) * 3 * 256;
+    return (rows + 15) / 16 * (cols / k_cols_per_tile) * k_parts * k_tile_words;
 }
 
 int64_t amx_unit_outputs(const weight_matrix& w) {
-    const int64_t b = w.row_bytes(), per_page = b > 0 && b < 4096 ? 4096 / b : 1;
-    return 32 * per_page > 64 ? 32 * per_page : 64;
+    const int64_t group = 32 * rows_per_page(w);  // one page-apart pair of tiles (tile_block)
+    return group > 64 ? group : 64;
 }
 
 }  // namespace detail

@@ -182,7 +182,7 @@ result<std::shared_ptr<const file_bytes>> file_bytes::open(const std::string& pa
         if (p == MAP_FAILED)
             return make_error(error_code::io_error, fmt::format("{}: mmap failed: {}", path, std::strerror(errno)));
         std::shared_ptr<file_bytes> f(new file_bytes());
-        f->data_ = static_cast<const uint8_t*>(p);
+        f->base_ = f->data_ = static_cast<const uint8_t*>(p);
         f->size_ = size;
         f->mapped_bytes_ = size;
         f->mode_ = mode;
@@ -241,7 +241,7 @@ result<std::shared_ptr<const file_bytes>> file_bytes::open(const std::string& pa
 }
 
 file_bytes::~file_bytes() {
-    if (mapped_bytes_ > 0) ::munmap(const_cast<uint8_t*>(base_ ? base_ : data_), static_cast<size_t>(mapped_bytes_));
+    if (mapped_bytes_ > 0) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(mapped_bytes_));
 }
 
 int64_t file_bytes::huge_page_bytes() const {

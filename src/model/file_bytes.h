@@ -59,9 +59,9 @@ private:
     file_bytes() = default;
 
     const uint8_t* data_ = nullptr;
-    const uint8_t* base_ = nullptr;  // a copy's first page (data_ is up to 63 bytes into it)
+    const uint8_t* base_ = nullptr;  // the mapping, or a copy's first page (data_ up to 63 bytes in)
     int64_t size_ = 0;
-    // What munmap takes at data_: the mapping's size, or the copy's whole huge pages; 0 for an
+    // What munmap takes at base_: the mapping's size, or the copy's whole huge pages; 0 for an
     // empty file (data_ then points at a static byte).
     int64_t mapped_bytes_ = 0;
     weight_pages mode_ = weight_pages::mapped;

@@ -405,7 +405,7 @@ status safetensors_writer::append(std::span<const uint8_t> bytes) {
     if (need != static_cast<int64_t>(bytes.size()))
         return make_error(error_code::internal, fmt::format("write_safetensors: '{}' has {} bytes, shape needs {}",
                                                             t.name, bytes.size(), need));
-    if (std::fseek(file_, static_cast<long>(at_[next_ - 1]), SEEK_SET) != 0)
+    if (::fseeko(file_, static_cast<off_t>(at_[next_ - 1]), SEEK_SET) != 0)
         return make_error(error_code::io_error, fmt::format("{}: seek failed: {}", tmp_, std::strerror(errno)));
     if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size())
         return make_error(error_code::io_error, fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
