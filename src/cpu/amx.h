@@ -35,18 +35,21 @@ bool amx_fits(const weight_matrix& w);
 namespace detail {
 
 // x rows packed for the tiles: per group of 16 rows, per 32 columns, per part (h, m, l), a tile of
-// 16 column pairs × 16 rows (uint32 = two bf16); a short group leaves its columns past the last
-// row as they were (only those rows' results are stored).
+// 16 column pairs × 16 rows (uint32 = two bf16) — × `rows` where there are fewer than 16 rows in
+// all; the short last group of a longer x leaves its columns past the last row as they were (only
+// those rows' results are stored).
 int64_t amx_packed_words(int64_t rows, int64_t cols);
 // Outputs per work unit of linear(): 128, or more where rows are short — whole groups of 32 rows
 // one 4 KB page apart (linear_amx.cpp, rows_per_page), so every unit takes the page-apart tiles.
 int64_t amx_unit_outputs(const weight_matrix& w);
+// Rows per work unit: 64, or more for FP8 / FP4, whose weights a unit decodes once for all its rows.
+int64_t amx_unit_rows(const weight_matrix& w);
 // Packs row groups [g0, g1) of x (rows × cols, row stride xs) into `packed`.
 void amx_pack(const float* x, int64_t xs, int64_t rows, int64_t cols, int64_t g0, int64_t g1, uint32_t* packed);
 // y[r·ys + o] = Σ_k x[r, k] · w(o, k) for rows [r0, r1) (r0 a multiple of 16) and outputs
-// [o0, o1), from x packed by amx_pack. y is the job's row 0, column 0.
-void amx_tile(const uint32_t* packed, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0, int64_t o1,
-              float* y, int64_t ys);
+// [o0, o1), from x (`rows` rows) packed by amx_pack. y is the job's row 0, column 0.
+void amx_tile(const uint32_t* packed, int64_t rows, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0,
+              int64_t o1, float* y, int64_t ys);
 
 }  // namespace detail
 

@@ -111,13 +111,11 @@ void run_unit(const detail::kernel_table& k, const linear_job& j, int64_t u) {
 
 // ---- Matrices on AMX tiles (cpu/amx.h) ------------------------------------------------------
 //
-// Units of 64 rows × amx_unit_outputs (64 outputs, or a whole page-apart group where rows are
-// short), tile by tile like the exact units. With more than 16 rows in some job, two passes: every
+// Units of amx_unit_rows (64; 128 for FP8 / FP4, whose units decode their outputs' weights once)
+// × amx_unit_outputs (64 outputs, or a whole BF16 page-apart group where rows are short), tile by tile like the exact units. With more than 16 rows in some job, two passes: every
 // job's x packed once (per group of 16 rows), then the units; a decode step's jobs in one pass (see
 // run_amx_batch). A row's values do not depend on the units: each output element runs the same
 // tile operations over k.
-
-constexpr int64_t k_amx_rows = 64;
 
 int64_t amx_output_blocks(const linear_job& j) {
     const int64_t outputs = detail::amx_unit_outputs(j.w);
@@ -126,7 +124,8 @@ int64_t amx_output_blocks(const linear_job& j) {
 
 int64_t amx_units_of(const linear_job& j) {
     if (j.rows <= 0 || j.w.rows <= 0) return 0;
-    return (j.rows + k_amx_rows - 1) / k_amx_rows * amx_output_blocks(j);
+    const int64_t rows = detail::amx_unit_rows(j.w);
+    return (j.rows + rows - 1) / rows * amx_output_blocks(j);
 }
 
 // Which job a group-wide unit belongs to: starts[i] is job i's first unit, starts[n] all units.
@@ -170,8 +169,8 @@ void run_amx_batch(thread_pool& pool, const std::vector<const linear_job*>& jobs
     const auto multiply = [=](const uint32_t* words, size_t i, int64_t u) {
         const linear_job& j = *job[i];
         const int64_t outputs = detail::amx_unit_outputs(j.w), blocks = amx_output_blocks(j), v = u - units[i];
-        const int64_t r0 = v / blocks * k_amx_rows, o0 = v % blocks * outputs;
-        detail::amx_tile(words + offsets[i], r0, std::min(j.rows, r0 + k_amx_rows), j.w, o0,
+        const int64_t unit_rows = detail::amx_unit_rows(j.w), r0 = v / blocks * unit_rows, o0 = v % blocks * outputs;
+        detail::amx_tile(words + offsets[i], j.rows, r0, std::min(j.rows, r0 + unit_rows), j.w, o0,
                          std::min(j.w.rows, o0 + outputs), j.y, j.y_stride);
     };
     if (one_group_each) {

@@ -5,12 +5,15 @@
 // loader marks only where amx_bf16_available().
 #include "cpu/amx.h"
 
+#include <cstring>
+
 namespace tandem::cpu {
 namespace {
 
 constexpr int64_t k_parts = 3;           // h, m, l
-constexpr int64_t k_tile_words = 256;    // 16 rows × 64 bytes
 constexpr int64_t k_cols_per_tile = 32;  // bf16 per tile row
+// FP8 / FP4 units (decoded_block): outputs decoded once per unit, then used by this many rows.
+constexpr int64_t k_decoded_unit_outputs = 96, k_decoded_unit_rows = 128;
 
 // Rows per 4 KB page: weight tiles take rows this far apart, so each of a tile's 16 rows lies in
 // its own page (1 for rows of 4 KB or more). Why: a tile load reads 16 rows at once; with 16
@@ -66,18 +69,37 @@ bool ask_for_tiles() {
     return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
 }
 
-int64_t tile_offset(int64_t group, int64_t kb, int64_t part, int64_t col_tiles) {
-    return ((group * col_tiles + kb) * k_parts + part) * k_tile_words;
-}
+// x packed for the tiles (amx_pack): per group of 16 rows, per 32 columns, per part, a tile of 16
+// column pairs × `tokens` rows of x — 16, or a job's rows where it has fewer (a decode step's), so a
+// 1-row GEMV reads 64 bytes of x per 32 columns and part instead of a whole 1 KB tile.
+struct x_tiles {
+    const uint32_t* words;
+    int64_t col_tiles, tokens;
+    const uint32_t* at(int64_t group, int64_t kb, int64_t part) const {
+        return words + ((group * col_tiles + kb) * k_parts + part) * 16 * tokens;
+    }
+    int64_t stride() const { return 4 * tokens; }
+};
+int64_t tokens_of(int64_t rows) { return rows < 16 ? rows : 16; }
 
-// All eight tiles 16 rows × 64 bytes: 0–3 results (2 output tiles × 2 row groups), 4–5 weights,
-// 6–7 packed x.
+// Every tile 16 rows: 0–3 results (2 output tiles × 2 row groups) and 6–7 packed x `tokens` columns
+// (4 bytes each) wide, 4–5 weights 64 bytes. Each result element's arithmetic is the same whatever
+// the width (a column is one row of x), so the bits do not depend on it.
 struct alignas(64) tile_config {
     uint8_t palette = 1, start_row = 0;
     uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    uint16_t colsb[16] = {};
     uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
+// few_rows: the layout of the up-to-16-row kernels instead (tiles 0–2 results, 3–5 weights).
+TANDEM_AMX void configure_tiles(int64_t tokens, bool few_rows) {
+    tile_config config;
+    for (int t = 0; t < 8; ++t) {
+        const bool weights = t == 4 || t == 5 || (few_rows && t == 3);
+        config.colsb[t] = static_cast<uint16_t>(weights ? 64 : 4 * tokens);
+    }
+    _tile_loadconfig(&config);
+}
 
 // The three parts of 32 values, each as 16 words of two bf16 (column 2i low, 2i + 1 high), by
 // VCVTNE2PS2BF16 (round to nearest even; NaN stays NaN; like the tiles, it takes fp32 denormals as
@@ -130,9 +152,10 @@ TANDEM_AMX inline void transpose16(const __m512i r[16], __m512i out[16]) {
 // x column alone, so whatever the other columns hold (zeros, or finite parts of an earlier call's
 // rows) reaches only results nobody stores.
 TANDEM_AMX void pack_group(const float* x, int64_t xs, int64_t rows, int64_t cols, int64_t g, uint32_t* packed) {
-    const int64_t col_tiles = cols / k_cols_per_tile;
+    const x_tiles xt{packed, cols / k_cols_per_tile, tokens_of(rows)};
+    const int64_t col_tiles = xt.col_tiles, tokens = xt.tokens, tile_words = 16 * tokens;
     const int64_t valid = rows - g * 16 < 16 ? rows - g * 16 : 16;
-    uint32_t* base = packed + tile_offset(g, 0, 0, col_tiles);
+    uint32_t* base = const_cast<uint32_t*>(xt.at(g, 0, 0));
     if (valid < 16) {
         alignas(64) uint32_t words[16];
         for (int64_t m = 0; m < valid; ++m)
@@ -141,8 +164,8 @@ TANDEM_AMX void pack_group(const float* x, int64_t xs, int64_t rows, int64_t col
                 split32(x + (g * 16 + m) * xs + kb * k_cols_per_tile, parts);
                 for (int p = 0; p < k_parts; ++p) {
                     _mm512_store_si512(words, parts[p]);
-                    uint32_t* tile = base + (kb * k_parts + p) * k_tile_words;
-                    for (int i = 0; i < 16; ++i) tile[16 * i + m] = words[i];
+                    uint32_t* tile = base + (kb * k_parts + p) * tile_words;
+                    for (int i = 0; i < 16; ++i) tile[tokens * i + m] = words[i];
                 }
             }
         return;
@@ -157,7 +180,7 @@ TANDEM_AMX void pack_group(const float* x, int64_t xs, int64_t rows, int64_t col
         for (int p = 0; p < k_parts; ++p) {
             __m512i tile_rows[16];
             transpose16(by_row[p], tile_rows);
-            uint32_t* tile = base + (kb * k_parts + p) * k_tile_words;
+            uint32_t* tile = base + (kb * k_parts + p) * tile_words;
             for (int i = 0; i < 16; ++i) _mm512_storeu_si512(tile + 16 * i, tile_rows[i]);
         }
     }
@@ -183,8 +206,8 @@ TANDEM_AMX inline void store_results(const float* c, int64_t first, int64_t step
 // block of 32 rows the 2 × 2 result tiles; per column tile the weight tiles, then for each part
 // (h, m, l) the rows' x tiles, each feeding two products. Every element's products run in one
 // order — column tile by column tile, h, m, l — whatever the tiles, rows or thread.
-TANDEM_AMX void multiply_pair(const uint32_t* packed, int64_t r0, int64_t r1, int64_t col_tiles,
-                              const weight_tiles& t, const int64_t outputs[2], float* y, int64_t ys) {
+TANDEM_AMX void multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, const weight_tiles& t,
+                              const int64_t outputs[2], float* y, int64_t ys) {
     alignas(64) float c[4][256];
     const bool second_out = t.a[1] != nullptr;
     for (int64_t r = r0; r < r1; r += 32) {
@@ -194,15 +217,15 @@ TANDEM_AMX void multiply_pair(const uint32_t* packed, int64_t r0, int64_t r1, in
         _tile_zero(1);
         _tile_zero(2);
         _tile_zero(3);
-        for (int64_t kb = 0; kb < col_tiles; ++kb) {
+        for (int64_t kb = 0; kb < xt.col_tiles; ++kb) {
             _tile_loadd(4, t.a[0] + kb * 64, t.stride[0]);
             if (second_out) _tile_loadd(5, t.a[1] + kb * 64, t.stride[1]);
             for (int64_t p = 0; p < k_parts; ++p) {
-                _tile_loadd(6, packed + tile_offset(g, kb, p, col_tiles), 64);
+                _tile_loadd(6, xt.at(g, kb, p), xt.stride());
                 _tile_dpbf16ps(0, 4, 6);
                 if (second_out) _tile_dpbf16ps(1, 5, 6);
                 if (second_rows) {
-                    _tile_loadd(7, packed + tile_offset(g + 1, kb, p, col_tiles), 64);
+                    _tile_loadd(7, xt.at(g + 1, kb, p), xt.stride());
                     _tile_dpbf16ps(2, 4, 7);
                     if (second_out) _tile_dpbf16ps(3, 5, 7);
                 }
@@ -219,19 +242,254 @@ TANDEM_AMX void multiply_pair(const uint32_t* packed, int64_t r0, int64_t r1, in
     }
 }
 
+// ---- FP8 and FP4 matrices: decoded into bf16 panels -------------------------------------------
+//
+// A stored FP8 (e4m3) or FP4 (e2m1) value times its power-of-two block scale has at most 4
+// significant bits, so it is exactly a bf16 (bf16 denormals aside, as for BF16 weights): each 32
+// outputs of a unit are decoded once into a bf16 panel in this thread's cache and multiplied from
+// there by the same tile products as BF16 rows, so the results are those of the BF16 matrix holding
+// the same values. The panel's rows lie 64 bytes more than their length apart, so a tile's 16 rows
+// do not all map to one L1 set (rows of 2 KB, 4 KB, … would).
+
+constexpr int64_t k_panel_outputs = 32;
+
+int64_t panel_stride_words(int64_t cols) { return cols + 32; }
+
+// The scale of (view row r, column k) where the row's scales start at srow.
+TANDEM_AMX inline float scale_for(const weight_matrix& w, const uint8_t* srow, int64_t k) {
+    if (w.scale == scale_form::none) return 1.0f;
+    if (w.scale == scale_form::e8m0) return decode_e8m0(srow[scale_col_of(w, k)]);
+    float s;
+    std::memcpy(&s, srow + 4 * scale_col_of(w, k), 4);
+    return s;
+}
+
+TANDEM_AMX inline const uint8_t* scale_row_of(const weight_matrix& w, int64_t r) {
+    if (w.scale == scale_form::none) return nullptr;
+    return w.scales + (w.row0 + r) / w.block_rows * w.scale_cols * (w.scale == scale_form::e8m0 ? 1 : 4);
+}
+
+// The E8M0 code of (view row r, column k)'s scale — 127 (2^0) for unscaled rows — or -1 where the
+// scales are fp32 (powers of two, amx_fits checked; decoded through fp32 below).
+TANDEM_AMX inline int scale_code(const weight_matrix& w, const uint8_t* srow, int64_t k) {
+    if (w.scale == scale_form::none) return 127;
+    return w.scale == scale_form::e8m0 ? srow[scale_col_of(w, k)] : -1;
+}
+
+// 32 FP8 codes at p times 2^(v − 127) as bf16 words, by integer operations alone, for v in
+// [10, 246] (every result then a normal bf16): a code s.eeee.mmm with e > 0 is the bf16 with
+// exponent field e + v − 7 and mantissa mmm0000; a subnormal code (e = 0, value m · 2^-9) comes from
+// a table of bf16(m · 2^-9) with v − 127 added to the exponent fields of m > 0.
+TANDEM_AMX inline __m512i fp8_words(const uint8_t* p, int v) {
+    alignas(64) static constexpr uint16_t subnormals[32] = {0, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60};
+    const __m512i sub_table = _mm512_load_si512(subnormals);
+    const __m512i table = _mm512_mask_add_epi16(sub_table, 0xfe, sub_table, _mm512_set1_epi16(static_cast<short>((v - 127) << 7)));
+    const __m512i codes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i normal = _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(codes, 4), _mm512_set1_epi16(0x7f0)),
+                                            _mm512_set1_epi16(static_cast<short>((v - 7) << 7)));
+    const __mmask32 subnormal = _mm512_testn_epi16_mask(codes, _mm512_set1_epi16(0x78));
+    const __m512i magnitude = _mm512_mask_permutexvar_epi16(normal, subnormal, codes, table);  // index: the low 5 bits = m
+    // | (code << 8) & 0x8000: the sign (0xF8 = A | (B & C)).
+    return _mm512_ternarylogic_epi32(magnitude, _mm512_slli_epi16(codes, 8), _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
+}
+
+// 32 FP4 codes (16 bytes at p, element 2j in byte j's low nibble) times 2^(v − 127) as bf16 words,
+// for v in [2, 252]: a 16-entry table of ±e2m1 as bf16 with v − 127 added to the nonzero entries'
+// exponent fields, indexed by each nibble.
+TANDEM_AMX inline __m512i fp4_words(const uint8_t* p, int v) {
+    // 0, 0.5, 1, 1.5, 2, 3, 4, 6, then negated; twice, since the index's bit 4 is the next nibble's.
+    alignas(64) static constexpr uint16_t e2m1[32] = {
+        0, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0, 0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0,
+        0, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0, 0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0};
+    const __m512i values = _mm512_load_si512(e2m1);
+    const __m512i table = _mm512_mask_add_epi16(values, 0xfefefefe, values, _mm512_set1_epi16(static_cast<short>((v - 127) << 7)));
+    // Byte j in dword j; | (dword << 12) puts its high nibble at the bottom of word 2j + 1.
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_permutexvar_epi16(_mm512_or_si512(bytes, _mm512_slli_epi32(bytes, 12)), table);
+}
+
+// The same 32 values through fp32, for any power-of-two scale s (fp32 scales, and E8M0 codes
+// outside the integer routes' ranges). FP8: the code's bits placed into an fp16 as value · 2^-8
+// (sign-extended byte << 7, bit 14 cleared; subnormal codes become fp16 subnormals, which the
+// conversion takes exactly), widened and multiplied by s · 2^8 — the exact kernels' decode
+// (pair_decoders_avx512.h); FP4: a table of ±e2m1 · s. Then VCVTNE2PS2BF16: exact for these
+// values, bf16 denormals flushed to zero as the tiles would.
+TANDEM_AMX inline __m512i fp8_words_via_fp32(const uint8_t* p, float scale) {
+    const __m512 s = _mm512_set1_ps(scale * 256.0f);
+    const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m512i h = _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(codes), 7),
+                                       _mm512_set1_epi16(static_cast<short>(0xbfff)));
+    const __m512 lo = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), s);
+    const __m512 hi = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), s);
+    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+}
+TANDEM_AMX inline __m512i fp4_words_via_fp32(const uint8_t* p, float scale) {
+    const __m512 values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f,
+                                         -2.0f, -3.0f, -4.0f, -6.0f);
+    const __m512i shifts = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+    const __m512 table = _mm512_mul_ps(values, _mm512_set1_ps(scale));
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    // Each byte twice, then its low nibble in even lanes, its high nibble in odd ones (the permute
+    // reads an index's low 4 bits only).
+    const __m512i first = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(bytes, bytes)), shifts);
+    const __m512i second = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(bytes, bytes)), shifts);
+    const __m512 lo = _mm512_permutexvar_ps(first, table), hi = _mm512_permutexvar_ps(second, table);
+    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+// Columns [k, k + 32) of a row (its codes at row, its scales at srow) as 32 bf16 words.
+TANDEM_AMX inline __m512i segment_words(const weight_matrix& w, const uint8_t* row, const uint8_t* srow, int64_t k) {
+    const int v = scale_code(w, srow, k);
+    if (w.form == weight_form::fp8_e4m3)
+        return v >= 10 && v <= 246 ? fp8_words(row + k, v) : fp8_words_via_fp32(row + k, scale_for(w, srow, k));
+    return v >= 2 && v <= 252 ? fp4_words(row + k / 2, v) : fp4_words_via_fp32(row + k / 2, scale_for(w, srow, k));
+}
+
+// View row r decoded to bf16 into out[cols].
+TANDEM_AMX void decode_row(const weight_matrix& w, int64_t r, uint16_t* out) {
+    const uint8_t* row = w.row_ptr(r);
+    const uint8_t* srow = scale_row_of(w, r);
+    for (int64_t k = 0; k < w.cols; k += k_cols_per_tile) _mm512_storeu_si512(out + k, segment_words(w, row, srow, k));
+}
+
+// ---- Up to 16 rows (a decode step's) -----------------------------------------------------------
+//
+// With one group of rows a result tile's products form one chain — column tile by column tile, h,
+// m, l — and each waits for the one before it (a TDPBF16PS takes several times its issue interval),
+// so one tile at a time ran at a third of the tile unit's rate or less. Three weight tiles (48
+// outputs) in flight make three independent chains: tiles 0–2 results, 3–5 weights, 6–7 x parts.
+// Each result element still sees its products in the one order, so the bits are those of
+// multiply_pair.
+
+constexpr int64_t k_chains = 3;
+
+// One column tile kb: the weight tiles at a[0..T) (row stride sa[i]) times x's three parts.
+template <int T>
+TANDEM_AMX inline void chains_column(const x_tiles& xt, int64_t g, int64_t kb, const uint8_t* const* a,
+                                     const int64_t* sa) {
+    _tile_loadd(3, a[0], sa[0]);
+    if constexpr (T > 1) _tile_loadd(4, a[1], sa[1]);
+    if constexpr (T > 2) _tile_loadd(5, a[2], sa[2]);
+    _tile_loadd(6, xt.at(g, kb, 0), xt.stride());
+    _tile_loadd(7, xt.at(g, kb, 1), xt.stride());
+    _tile_dpbf16ps(0, 3, 6);
+    if constexpr (T > 1) _tile_dpbf16ps(1, 4, 6);
+    if constexpr (T > 2) _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(0, 3, 7);
+    if constexpr (T > 1) _tile_dpbf16ps(1, 4, 7);
+    if constexpr (T > 2) _tile_dpbf16ps(2, 5, 7);
+    _tile_loadd(6, xt.at(g, kb, 2), xt.stride());
+    _tile_dpbf16ps(0, 3, 6);
+    if constexpr (T > 1) _tile_dpbf16ps(1, 4, 6);
+    if constexpr (T > 2) _tile_dpbf16ps(2, 5, 6);
+}
+
+// The T result tiles into y: tile i's row n is output first[i] + step · n (n < outputs[i]).
+template <int T>
+TANDEM_AMX inline void chains_store(int64_t r0, int64_t r1, const int64_t* first, int64_t step,
+                                    const int64_t* outputs, float* y, int64_t ys) {
+    alignas(64) float c[k_chains][256];
+    _tile_stored(0, c[0], 64);
+    if constexpr (T > 1) _tile_stored(1, c[1], 64);
+    if constexpr (T > 2) _tile_stored(2, c[2], 64);
+    for (int i = 0; i < T; ++i) store_results(c[i], first[i], step, outputs[i], r0, r1, y, ys);
+}
+
+constexpr int64_t k_ring = 4;  // column tiles decoded ahead of the products
+
+// Column tile kb of n rows (codes at rows[i], scales at srows[i]) as n rows of 32 bf16.
+TANDEM_AMX inline void decode_column(const weight_matrix& w, const uint8_t* const* rows, const uint8_t* const* srows,
+                                     int64_t n, int64_t kb, uint16_t* tile) {
+    const int64_t ahead = (kb + 8) * (w.form == weight_form::fp8_e4m3 ? k_cols_per_tile : k_cols_per_tile / 2);
+    for (int64_t i = 0; i < n; ++i) {
+        _mm_prefetch(reinterpret_cast<const char*>(rows[i] + ahead), _MM_HINT_T0);
+        _mm512_store_si512(tile + i * k_cols_per_tile, segment_words(w, rows[i], srows[i], kb * k_cols_per_tile));
+    }
+}
+
+// FP8 / FP4 at up to 16 rows: no panel, since no other row group reuses it. Per 48 outputs, column
+// tile by column tile, their 48 × 32 codes are decoded into a ring of buffers in L1, a few column
+// tiles ahead of the products that read them (a tile load right after the stores it reads waits
+// for them).
+template <int T>
+TANDEM_AMX void decoded_chains(const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o,
+                               int64_t n, float* y, int64_t ys) {
+    const int64_t col_tiles = xt.col_tiles, g = r0 / 16;
+    alignas(64) uint16_t ring[k_ring][k_chains * 16 * k_cols_per_tile];
+    const uint8_t* rows[k_chains * 16];
+    const uint8_t* srows[k_chains * 16];
+    for (int64_t i = 0; i < n; ++i) {
+        rows[i] = w.row_ptr(o + i);
+        srows[i] = scale_row_of(w, o + i);
+    }
+    if (n < T * 16) std::memset(ring, 0, sizeof ring);  // rows past the last output stay zero
+    for (int64_t kb = 0; kb < k_ring - 1 && kb < col_tiles; ++kb) decode_column(w, rows, srows, n, kb, ring[kb]);
+    _tile_zero(0);
+    if constexpr (T > 1) _tile_zero(1);
+    if constexpr (T > 2) _tile_zero(2);
+    const int64_t sa[k_chains] = {64, 64, 64};
+    for (int64_t kb = 0; kb < col_tiles; ++kb) {
+        const int64_t ahead = kb + k_ring - 1;
+        if (ahead < col_tiles) decode_column(w, rows, srows, n, ahead, ring[ahead % k_ring]);
+        const uint16_t* b = ring[kb % k_ring];
+        const uint8_t* a[k_chains];
+        for (int i = 0; i < k_chains; ++i) a[i] = reinterpret_cast<const uint8_t*>(b + i * 16 * k_cols_per_tile);
+        chains_column<T>(xt, g, kb, a, sa);
+    }
+    int64_t first[k_chains], outputs[k_chains];
+    for (int i = 0; i < k_chains; ++i) {
+        first[i] = o + 16 * i;
+        outputs[i] = n - 16 * i < 0 ? 0 : (n - 16 * i < 16 ? n - 16 * i : 16);
+    }
+    chains_store<T>(r0, r1, first, 1, outputs, y, ys);
+}
+
+TANDEM_AMX void decoded_few_rows(const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0,
+                                 int64_t o1, float* y, int64_t ys) {
+    for (int64_t o = o0; o < o1; o += k_chains * 16) {
+        const int64_t n = o1 - o < k_chains * 16 ? o1 - o : k_chains * 16;
+        if (n > 32) decoded_chains<3>(xt, r0, r1, w, o, n, y, ys);
+        else if (n > 16) decoded_chains<2>(xt, r0, r1, w, o, n, y, ys);
+        else decoded_chains<1>(xt, r0, r1, w, o, n, y, ys);
+    }
+}
+
+// Rows [r0, r1) × outputs [o0, o1) of an FP8 / FP4 matrix: per 32 outputs, their rows decoded into
+// the panel (rows past o1 zero), then multiplied as one pair of tiles.
+TANDEM_AMX void decoded_block(const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0,
+                              int64_t o1, float* y, int64_t ys) {
+    if (r1 - r0 <= 16) return decoded_few_rows(xt, r0, r1, w, o0, o1, y, ys);
+    const int64_t stride = panel_stride_words(w.cols);
+    thread_local std::vector<uint16_t> panel;
+    if (panel.size() < static_cast<size_t>(k_panel_outputs * stride))
+        panel.assign(static_cast<size_t>(k_panel_outputs * stride), 0);
+    for (int64_t o = o0; o < o1; o += k_panel_outputs) {
+        const int64_t n = o1 - o < k_panel_outputs ? o1 - o : k_panel_outputs;
+        for (int64_t i = 0; i < n; ++i) decode_row(w, o + i, panel.data() + i * stride);
+        if (n < k_panel_outputs)
+            std::memset(panel.data() + n * stride, 0, static_cast<size_t>((k_panel_outputs - n) * stride * 2));
+        weight_tiles t;
+        const int64_t outputs[2] = {n < 16 ? n : 16, n > 16 ? n - 16 : 0};
+        for (int h = 0; h < (outputs[1] > 0 ? 2 : 1); ++h) {
+            t.a[h] = reinterpret_cast<const uint8_t*>(panel.data() + 16 * h * stride);
+            t.stride[h] = 2 * stride;
+            t.first[h] = o + 16 * h;
+        }
+        multiply_pair(xt, r0, r1, t, outputs, y, ys);
+    }
+}
+
 // Rows [r0, r1) × outputs [o0, o1): whole groups of 32 · s outputs (s = rows_per_page) as page-apart
 // tile pairs, then the rest as consecutive rows, a last short tile from a zero-padded copy of its
 // rows (a tile load reads 16 rows; the matrix may end inside one; the copy has the same bits).
-TANDEM_AMX void tile_block(const uint32_t* packed, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0,
+TANDEM_AMX void tile_block(const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0,
                            int64_t o1, float* y, int64_t ys) {
-    static const tile_config config;
-    _tile_loadconfig(&config);
-    const int64_t col_tiles = w.cols / k_cols_per_tile, row_bytes = w.row_bytes(), s = rows_per_page(w);
+    const int64_t row_bytes = w.row_bytes(), s = rows_per_page(w);
     // Up to 16 rows (a decode step's), one weight tile at a time: 16 row streams in flight
     // instead of 32, which the prefetchers follow better (`small`, alternating runs: batch 1 +4%,
     // batch 4 +4–6%, batch 16 +1–5%); more rows share each x tile between the two weight tiles.
     const auto multiply = [&](const weight_tiles& t, const int64_t outputs[2]) {
-        if (r1 - r0 > 16 || t.a[1] == nullptr) return multiply_pair(packed, r0, r1, col_tiles, t, outputs, y, ys);
+        if (r1 - r0 > 16 || t.a[1] == nullptr) return multiply_pair(xt, r0, r1, t, outputs, y, ys);
         for (int h = 0; h < 2; ++h) {
             weight_tiles one;
             one.a[0] = t.a[h];
@@ -239,7 +497,7 @@ TANDEM_AMX void tile_block(const uint32_t* packed, int64_t r0, int64_t r1, const
             one.first[0] = t.first[h];
             one.step = t.step;
             const int64_t just[2] = {outputs[h], 0};
-            multiply_pair(packed, r0, r1, col_tiles, one, just, y, ys);
+            multiply_pair(xt, r0, r1, one, just, y, ys);
         }
     };
     int64_t o = o0;
@@ -275,6 +533,13 @@ TANDEM_AMX void tile_block(const uint32_t* packed, int64_t r0, int64_t r1, const
         }
         multiply(t, outputs);
     }
+}
+
+TANDEM_AMX void run_tiles(const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0, int64_t o1,
+                          float* y, int64_t ys) {
+    configure_tiles(xt.tokens, r1 - r0 <= 16 && w.form != weight_form::bf16);
+    if (w.form == weight_form::bf16) tile_block(xt, r0, r1, w, o0, o1, y, ys);
+    else decoded_block(xt, r0, r1, w, o0, o1, y, ys);
     // Tiles back in their initial state: a context switch then saves and restores no tile data.
     _tile_release();
 }
@@ -292,9 +557,9 @@ void amx_pack(const float* x, int64_t xs, int64_t rows, int64_t cols, int64_t g0
     for (int64_t g = g0; g < g1; ++g) pack_group(x, xs, rows, cols, g, packed);
 }
 
-void amx_tile(const uint32_t* packed, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0, int64_t o1,
-              float* y, int64_t ys) {
-    tile_block(packed, r0, r1, w, o0, o1, y, ys);
+void amx_tile(const uint32_t* packed, int64_t rows, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0,
+              int64_t o1, float* y, int64_t ys) {
+    run_tiles(x_tiles{packed, w.cols / k_cols_per_tile, tokens_of(rows)}, r0, r1, w, o0, o1, y, ys);
 }
 
 }  // namespace detail
@@ -309,7 +574,7 @@ namespace tandem::cpu {
 bool amx_bf16_available() { return false; }
 namespace detail {
 void amx_pack(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t*) {}
-void amx_tile(const uint32_t*, int64_t, int64_t, const weight_matrix&, int64_t, int64_t, float*, int64_t) {}
+void amx_tile(const uint32_t*, int64_t, int64_t, int64_t, const weight_matrix&, int64_t, int64_t, float*, int64_t) {}
 }  // namespace detail
 }  // namespace tandem::cpu
 
@@ -317,17 +582,44 @@ void amx_tile(const uint32_t*, int64_t, int64_t, const weight_matrix&, int64_t, 
 
 namespace tandem::cpu {
 
+namespace {
+
+// Every fp32 scale the view uses is ±2^e or 0 (a decoded value then stays a 4-bit significand).
+bool scales_exact_in_bf16(const weight_matrix& w) {
+    if (w.scale != scale_form::f32) return true;
+    const int64_t first = w.row0 / w.block_rows, last = (w.row0 + w.rows - 1) / w.block_rows;
+    for (int64_t i = first * w.scale_cols; i < (last + 1) * w.scale_cols; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, w.scales + 4 * i, 4);
+        const uint32_t exponent = (bits >> 23) & 0xffu;
+        const bool zero = (bits & 0x7fffffffu) == 0, power_of_two = (bits & 0x7fffffu) == 0 && exponent != 0 && exponent != 0xffu;
+        if (!zero && !power_of_two) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
 bool amx_fits(const weight_matrix& w) {
-    return w.form == weight_form::bf16 && w.cols > 0 && w.cols % k_cols_per_tile == 0;
+    if (w.cols <= 0 || w.cols % k_cols_per_tile != 0) return false;
+    if (w.form == weight_form::bf16) return true;
+    if (w.form != weight_form::fp8_e4m3 && w.form != weight_form::fp4_e2m1) return false;
+    // A tile row's 32 columns must share one scale.
+    if (w.scale != scale_form::none && w.block_cols % k_cols_per_tile != 0) return false;
+    return scales_exact_in_bf16(w);
 }
 
 namespace detail {
 
+int64_t amx_unit_rows(const weight_matrix& w) { return w.form == weight_form::bf16 ? 64 : k_decoded_unit_rows; }
+
 int64_t amx_packed_words(int64_t rows, int64_t cols) {
-    return (rows + 15) / 16 * (cols / k_cols_per_tile) * k_parts * k_tile_words;
+    // Up to 16 rows: tiles of just those rows (x_tiles).
+    return (rows + 15) / 16 * (cols / k_cols_per_tile) * k_parts * 16 * (rows < 16 ? rows : 16);
 }
 
 int64_t amx_unit_outputs(const weight_matrix& w) {
+    if (w.form != weight_form::bf16) return k_decoded_unit_outputs;
     const int64_t group = 32 * rows_per_page(w);  // one page-apart pair of tiles (tile_block)
     return group > 64 ? group : 64;
 }

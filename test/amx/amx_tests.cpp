@@ -27,31 +27,47 @@ uint16_t to_bf16(float f) {
     std::memcpy(&b, &f, 4);
     return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
-float from_bf16(uint16_t h) {
-    const uint32_t b = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &b, 4);
-    return f;
-}
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
+// w: BF16 values, FP8 e4m3 codes with one E8M0 scale per 128 × 128 block (DeepSeek's), or FP4 e2m1
+// codes with one per 1 × 32 group; scales 2^-7 .. 2^3 so the decoded values span many exponents.
 struct problem {
     int64_t outputs, cols, rows;
-    std::vector<uint16_t> w;
+    std::vector<uint8_t> w, scales;
     std::vector<float> x;
     weight_matrix m;
-    problem(int64_t n, int64_t k, int64_t r, uint64_t seed) : outputs(n), cols(k), rows(r) {
+    problem(int64_t n, int64_t k, int64_t r, uint64_t seed, weight_form form = weight_form::bf16)
+        : outputs(n), cols(k), rows(r) {
         std::mt19937_64 rng(seed);
         std::normal_distribution<float> nd;
-        w.resize(static_cast<size_t>(n * k));
-        for (auto& v : w) v = to_bf16(nd(rng) * 0.05f);
+        m.form = form;
+        m.rows = n;
+        m.cols = k;
+        if (form == weight_form::bf16) {
+            w.resize(static_cast<size_t>(2 * n * k));
+            for (int64_t i = 0; i < n * k; ++i) {
+                const uint16_t h = to_bf16(nd(rng) * 0.05f);
+                std::memcpy(w.data() + 2 * i, &h, 2);
+            }
+        } else {
+            const bool fp8 = form == weight_form::fp8_e4m3;
+            w.resize(static_cast<size_t>(fp8 ? n * k : n * k / 2));
+            for (auto& v : w) {
+                v = static_cast<uint8_t>(rng());
+                if (fp8 && (v & 0x7f) == 0x7f) v = 0x3a;  // e4m3fn's NaN codes: not weights
+            }
+            m.scale = scale_form::e8m0;
+            m.block_rows = fp8 ? 128 : 1;
+            m.block_cols = fp8 ? 128 : 32;
+            m.scale_cols = (k + m.block_cols - 1) / m.block_cols;
+            scales.resize(static_cast<size_t>((n + m.block_rows - 1) / m.block_rows * m.scale_cols));
+            for (auto& v : scales) v = static_cast<uint8_t>(120 + rng() % 11);
+            m.scales = scales.data();
+        }
+        m.data = w.data();
         x.resize(static_cast<size_t>(r * k));
         // Magnitudes from 2^-30 to 2^30, so x's three bf16 parts all carry bits.
         for (auto& v : x) v = nd(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 61) - 30);
-        m.form = weight_form::bf16;
-        m.rows = n;
-        m.cols = k;
-        m.data = reinterpret_cast<const uint8_t*>(w.data());
     }
     weight_matrix tiles() const {
         weight_matrix t = m;
@@ -68,18 +84,22 @@ struct problem {
 }  // namespace
 
 TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a row's bits never depend on the "
-          "batch, tiling, threads or group") {
+          "batch, tiling, threads or group — BF16, FP8 and FP4") {
     thread_pool one(1), two(2);
     // Shapes: rows per 4 KB page 2 (K = 1024), 8 (K = 256), 32 (K = 64) and 1 (K = 2048); output
     // counts that leave short tiles; row counts of 1, a partial group, several row tiles, and more
     // rows than one packing batch holds at K = 2048 (1360: run_amx's row slices).
-    struct shape { int64_t n, k, r; };
-    for (const shape s : {shape{100, 1024, 37}, shape{256, 256, 70}, shape{33, 64, 5}, shape{48, 2048, 1},
-                          shape{600, 1024, 130}, shape{40, 2048, 1400}}) {
+    struct shape { int64_t n, k, r; weight_form form; };
+    const weight_form fp8 = weight_form::fp8_e4m3, fp4 = weight_form::fp4_e2m1, bf16 = weight_form::bf16;
+    for (const shape s : {shape{100, 1024, 37, bf16}, shape{256, 256, 70, bf16}, shape{33, 64, 5, bf16},
+                          shape{48, 2048, 1, bf16}, shape{600, 1024, 130, bf16}, shape{40, 2048, 1400, bf16},
+                          shape{300, 1024, 150, fp8}, shape{70, 512, 1, fp8}, shape{129, 256, 17, fp8},
+                          shape{200, 1024, 140, fp4}, shape{45, 64, 3, fp4}, shape{64, 2048, 16, fp4}}) {
+        CAPTURE(weight_form_name(s.form));
         CAPTURE(s.n);
         CAPTURE(s.k);
         CAPTURE(s.r);
-        problem p(s.n, s.k, s.r, 7 + s.n);
+        problem p(s.n, s.k, s.r, 7 + s.n, s.form);
         REQUIRE(amx_fits(p.m));
         const std::vector<float> got = p.run(two, p.tiles());
 
@@ -92,7 +112,7 @@ TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a 
             for (int64_t o = 0; o < s.n; ++o) {
                 double sum = 0, mag = 0;
                 for (int64_t k = 0; k < s.k; ++k) {
-                    const double t = double(p.x[r * s.k + k]) * from_bf16(p.w[o * s.k + k]);
+                    const double t = double(p.x[r * s.k + k]) * p.m.at(o, k);
                     sum += t;
                     mag += std::fabs(t);
                 }
@@ -100,8 +120,9 @@ TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a 
                 exact_worst = std::max(exact_worst, std::fabs(exact[r * s.n + o] - sum) / mag);
                 differ = differ || got[r * s.n + o] != exact[r * s.n + o];
             }
-        CHECK(worst < 4e-7);
-        CHECK(exact_worst < 4e-7);
+        // (FP8 values span 2^-16 .. 2^11 here, so a few products dominate some sums: up to ~5e-7.)
+        CHECK(worst < 1e-6);
+        CHECK(exact_worst < 1e-6);
         if (s.k > 64) CHECK(differ);  // short sums may round alike in both: not asserted there
 
         // One thread, two threads: the same bits.
@@ -121,16 +142,18 @@ TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a 
             view_same = view_same && same_bits(view.data() + r * n_view, got.data() + r * s.n + 3, size_t(n_view));
         CHECK(view_same);
         // In a group beside another tile job over the same x and an exact job: the same bits.
-        problem other(40, s.k, s.r, 99);
+        problem other(40, s.k, s.r, 99, s.form);
         std::vector<float> ya(got.size()), yb(static_cast<size_t>(s.r * 40)), yc(static_cast<size_t>(s.r * 40));
         const linear_job jobs[] = {{p.x.data(), s.r, s.k, p.tiles(), ya.data(), s.n},
-                                   {p.x.data(), s.r, s.k, [&] { weight_matrix t = other.m; t.amx_tiles = true; t.data = other.m.data; return t; }(),
-                                    yb.data(), 40},
+                                   {p.x.data(), s.r, s.k, other.tiles(), yb.data(), 40},
                                    {other.x.data(), s.r, s.k, other.m, yc.data(), 40}};
         linear_group(two, jobs);
         CHECK(same_bits(ya.data(), got.data(), got.size()));
         const std::vector<float> other_exact = other.run(two, other.m);
         CHECK(same_bits(yc.data(), other_exact.data(), yc.size()));
+        std::vector<float> other_alone(yb.size());
+        linear(two, p.x.data(), s.r, s.k, other.tiles(), other_alone.data(), 40);
+        CHECK(same_bits(yb.data(), other_alone.data(), yb.size()));
     }
 }
 

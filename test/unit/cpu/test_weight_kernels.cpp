@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu/amx.h"
 #include "cpu/kernels.h"
 #include "cpu/kernels_internal.h"
 #include "cpu/thread_pool.h"
@@ -421,4 +422,32 @@ TEST_CASE("cpu weights: linear's work units hold whole output groups of every ti
             if (block > 48) CHECK(block * m.row_bytes() <= (96 << 10));
             if (block < 384) CHECK((block + 48) * m.row_bytes() > (96 << 10));
         }
+}
+
+TEST_CASE("cpu weights: amx_fits takes BF16, FP8 and FP4 whose decoded values are exact in bf16, nothing else") {
+    // Forms: BF16, FP8 and FP4 with E8M0 scales (always powers of two) fit; F32 and F16 do not
+    // (their values have more significant bits than bf16 holds).
+    CHECK(amx_fits(make_stored(weight_form::bf16, scale_form::none, 4, 64, 0, 1).m));
+    CHECK(amx_fits(make_stored(weight_form::fp8_e4m3, scale_form::e8m0, 4, 256, 128, 2).m));
+    CHECK(amx_fits(make_stored(weight_form::fp4_e2m1, scale_form::e8m0, 4, 64, 32, 3).m));
+    CHECK_FALSE(amx_fits(make_stored(weight_form::f32, scale_form::none, 4, 64, 0, 4).m));
+    CHECK_FALSE(amx_fits(make_stored(weight_form::f16, scale_form::none, 4, 64, 0, 5).m));
+    // K must fill whole tile rows of 32.
+    CHECK_FALSE(amx_fits(make_stored(weight_form::bf16, scale_form::none, 4, 48, 0, 6).m));
+    // A tile row's 32 columns must share one scale: FP8 blocks 16 wide do not.
+    CHECK_FALSE(amx_fits(make_stored(weight_form::fp8_e4m3, scale_form::e8m0, 4, 64, 16, 7).m));
+    // F32 scales: only ±2^e and 0 keep e4m3 · scale a 4-bit significand.
+    stored f = make_stored(weight_form::fp8_e4m3, scale_form::f32, 256, 256, 128, 8);
+    CHECK_FALSE(amx_fits(f.m));  // make_stored's f32 scales are 1.xxx · 2^-e
+    const float exact[] = {0.25f, -2.0f, 0.0f, std::ldexp(1.0f, -100)};
+    std::memcpy(f.scales.data(), exact, sizeof exact);
+    CHECK(amx_fits(f.m));
+    // One scale off a power of two refuses the matrix — but only in rows the view uses.
+    const float off = 0.3f, denormal = std::ldexp(1.0f, -130), inf = INFINITY;
+    for (const float bad : {off, denormal, inf}) {
+        std::memcpy(f.scales.data() + 4 * 3, &bad, 4);  // block row 1, block column 1
+        CHECK_FALSE(amx_fits(f.m));
+        CHECK(amx_fits(f.m.slice_rows(0, 128)));
+        CHECK_FALSE(amx_fits(f.m.slice_rows(100, 60)));
+    }
 }
