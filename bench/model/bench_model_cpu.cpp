@@ -62,7 +62,7 @@ const char* k_usage =
     "  --context N    tokens each decoding sequence holds before its decode steps (default 64)\n"
     "  --batch N      sequences decoded together for the batch figure (default 16)\n"
     "  --rounds N     interleaved rounds, best kept (default 2)\n"
-    "  --cpu-matmul M exact (default) or amx: BF16 matrices on AMX tiles, as backend.cpu_matmul;\n"
+    "  --cpu-matmul M exact (default) or amx: BF16 / FP8 / FP4 matrices on AMX tiles, as backend.cpu_matmul;\n"
     "                 the FLOP ratios still count the fp32 model's multiply-adds\n";
 
 // CPU seconds of the whole process (every pool thread): beside wall time it tells how much of
@@ -330,7 +330,7 @@ int main(int argc, char** argv) {
                 "decode token, threads %d, kernels %s%s\n",
                 dir.c_str(), (long long)c.hidden_size, (long long)c.num_hidden_layers, (long long)c.vocab_size,
                 w / 1e6, bytes / 1e6, tp.size(), tandem::cpu::kernel_isa(),
-                opt->amx_matmul ? ", BF16 matrices on AMX tiles (--cpu-matmul amx)" : "");
+                opt->amx_matmul ? ", BF16 / FP8 / FP4 matrices on AMX tiles (--cpu-matmul amx)" : "");
     std::printf("weights: %s\n", (*m)->memory().describe().c_str());
     std::printf("baseline: FMA peak %.1f GFLOP/s measured (%s, 12 chains/thread)", peak.measured_flops / 1e9,
                 peak.isa.c_str());

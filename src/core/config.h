@@ -41,7 +41,7 @@ struct backend_section {
     std::string device;  // "auto" | "cpu" | "cuda"
     int64_t threads = 0; // CPU worker threads (0 = all cores)
     // "exact": every linear in the kernels' one reduction order (bitwise across ISAs and the GPU);
-    // "amx": BF16 matrices on AMX tiles (cpu/amx.h) — faster, batch-invariant, not bitwise exact.
+    // "amx": BF16 / FP8 / FP4 matrices on AMX tiles (cpu/amx.h) — faster, batch-invariant, not bitwise exact.
     std::string cpu_matmul;
     // Testing only: device = "cuda" over cuda::make_emulated_runtime() (host memory as the
     // device), so CI serves through the device path without a GPU. Never set in production.

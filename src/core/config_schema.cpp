@@ -80,8 +80,8 @@ const std::vector<field>& table() {
         integer("backend", "threads", "CPU worker threads (0 = all cores).",
          REF(backend.threads), 0, 4096),
         choice("backend", "cpu_matmul",
-         "exact: every linear in the kernels' one reduction order; amx: BF16 matrices on AMX-BF16 tiles "
-         "(x split into three bf16 parts; batch-invariant, not bitwise the exact kernels).",
+         "exact: every linear in the kernels' one reduction order; amx: BF16, FP8 and FP4 matrices on AMX-BF16 tiles "
+         "(FP8 / FP4 decoded to bf16 exactly, x split into three bf16 parts; batch-invariant, not bitwise the exact kernels).",
          REF(backend.cpu_matmul), {"exact", "amx"}),
         boolean("backend", "test_emulate_device",
          "Testing only: backend.device = cuda runs the device executor over the host emulation "

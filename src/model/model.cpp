@@ -231,7 +231,7 @@ result<std::unique_ptr<model>> model::load(const std::string& dir, const model_o
     TANDEM_LOG_INFO("loaded {} ({} tensors, {:.1f} MiB) in {:.2f} s; {} kernels{}", dir, ck->tensors().size(),
                     double(ck->total_bytes()) / (1 << 20),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), cpu::kernel_isa(),
-                    opt.amx_matmul ? ", BF16 matrices on AMX tiles (backend.cpu_matmul = \"amx\")" : "");
+                    opt.amx_matmul ? ", BF16 / FP8 / FP4 matrices on AMX tiles (backend.cpu_matmul = \"amx\")" : "");
     TANDEM_LOG_INFO("weights: {}", weights->memory.describe());
     const int64_t di = cfg->index_head_dim;
     if (opt.numerics == numerics_mode::official && cfg->index_n_heads > 0 && (di & (di - 1)) != 0)

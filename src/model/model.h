@@ -45,7 +45,7 @@ struct model_options {
     int threads = 0;  // CPU worker threads; 0 = all cores
     // How the checkpoint's bytes are held: copied into huge pages, or mapped (model/file_bytes.h).
     weight_pages pages = weight_pages::huge;
-    // BF16 matrices multiplied on AMX tiles (cpu/amx.h, backend.cpu_matmul = "amx"): batch-invariant
+    // BF16, FP8 and FP4 matrices multiplied on AMX tiles (cpu/amx.h, backend.cpu_matmul = "amx"): batch-invariant
     // but not bitwise the exact kernels. load() refuses it where the CPU cannot run the tiles.
     bool amx_matmul = false;
 };

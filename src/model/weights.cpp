@@ -318,7 +318,7 @@ std::string weight_memory::describe() const {
                                        "pages)", mib(copied_bytes), mib(huge_page_bytes))
                          : std::string("the mapped checkpoint");
     const std::string tiles =
-        amx_tile_bytes > 0 ? fmt::format("; {:.1f} MiB of bf16 multiplied on AMX tiles", mib(amx_tile_bytes)) : "";
+        amx_tile_bytes > 0 ? fmt::format("; {:.1f} MiB of BF16 / FP8 / FP4 matrices multiplied on AMX tiles", mib(amx_tile_bytes)) : "";
     return fmt::format("{:.1f} MiB used in place from {} ({}; scales {:.1f}), {:.1f} MiB "
                        "converted (fp32 vectors, routing tables); checkpoint {:.1f} MiB{}",
                        mib(in_place_total()), where, forms, mib(scale_bytes), mib(converted_bytes), mib(checkpoint_bytes),

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cpu/amx.h"
@@ -157,6 +158,56 @@ TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a 
     }
 }
 
+TEST_CASE("amx: every FP8 and FP4 code under every E8M0 scale reaches the tiles as its exact value") {
+    // x = the identity, so y[r, o] = w(o, r) · 1 exactly: the decoded weight itself. Scale codes
+    // from 0 cover both decode routes (the integer one from 10 / 2, fp32 below); FP8's stop at 134
+    // (2^7), past which the scalar reference at() overflows (it multiplies by scale · 2^120). Values
+    // below bf16's smallest normal count as zero on the tiles (amx.h), the rest are exact.
+    thread_pool two(2);
+    for (const weight_form form : {weight_form::fp8_e4m3, weight_form::fp4_e2m1}) {
+        CAPTURE(weight_form_name(form));
+        const bool fp8 = form == weight_form::fp8_e4m3;
+        const int64_t n = 64, k = 256;
+        std::vector<uint8_t> codes(static_cast<size_t>(fp8 ? n * k : n * k / 2)), scales(static_cast<size_t>(n * k / 32));
+        for (size_t i = 0; i < codes.size(); ++i) {
+            codes[i] = static_cast<uint8_t>(i * (fp8 ? 1 : 7));
+            if (fp8 && (codes[i] & 0x7f) == 0x7f) codes[i] = 0x01;  // e4m3fn's NaN codes: not weights
+        }
+        for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<uint8_t>((i * 37) % (fp8 ? 135 : 241));
+        weight_matrix m;
+        m.form = form;
+        m.rows = n;
+        m.cols = k;
+        m.data = codes.data();
+        m.scale = scale_form::e8m0;
+        m.scales = scales.data();
+        m.block_rows = 1;
+        m.block_cols = 32;
+        m.scale_cols = k / 32;
+        REQUIRE(amx_fits(m));
+        m.amx_tiles = true;
+        std::vector<float> x(static_cast<size_t>(k * k), 0.0f);
+        for (int64_t r = 0; r < k; ++r) x[r * k + r] = 1.0f;
+        // All of x (the panel path), then x's rows 37 .. 41 alone (the few-rows path).
+        for (const int64_t first : {int64_t{0}, int64_t{37}}) {
+            const int64_t rows = first == 0 ? k : 5;
+            std::vector<float> y(static_cast<size_t>(rows * n), -1.0f);
+            linear(two, x.data() + first * k, rows, k, m, y.data(), n);
+            int wrong = 0, nonzero = 0;
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t o = 0; o < n; ++o) {
+                    const float want = m.at(o, first + r), got = y[r * n + o];
+                    const float expect = std::fabs(want) < std::ldexp(1.0f, -126) ? 0.0f : want;
+                    wrong += got != expect;
+                    nonzero += got != 0.0f;
+                }
+            CAPTURE(rows);
+            CHECK(wrong == 0);
+            CHECK(nonzero > rows * n / 2);
+        }
+    }
+}
+
 TEST_CASE("amx: inf and NaN in x reach the outputs as in the exact kernels") {
     thread_pool two(2);
     problem p(40, 256, 3, 5);
@@ -173,16 +224,28 @@ TEST_CASE("amx: inf and NaN in x reach the outputs as in the exact kernels") {
     for (int64_t o = 0; o < 40; ++o) CHECK(std::isfinite(got[2 * 40 + o]));
 }
 
-TEST_CASE("amx: a BF16 model on tiles stays within the golden tolerance of the exact kernels and keeps chunk, "
-          "batch and thread invariance bitwise") {
+namespace {
+
+// A generated model on tiles against the same model on the exact kernels.
+void check_model_on_tiles(const std::string& preset) {
     using namespace tandem::model;
     using namespace tandem::model::testing;
-    temp_dir dir("amx_bf16");
-    make_checkpoint("tiny-bf16", 3, dir.str());
+    temp_dir dir("amx_" + preset);
+    make_checkpoint(preset, 3, dir.str());
     session exact(dir.str(), 2);
     session tiles(dir.str(), 2, cache::kv_dtype::fp32, cache::index_k_dtype::fp32, numerics_mode::hf,
                   int64_t{256} << 20, true);
-    CHECK(tiles.m->memory().amx_tile_bytes > tiles.m->memory().in_place_bytes[int(weight_form::bf16)] / 2);
+    // The weights on tiles: tiny-bf16 every matrix but the embedding (over half its bf16 bytes);
+    // tiny-fp8 every FP8 and FP4 matrix (and its bf16 head).
+    const weight_memory& mem = tiles.m->memory();
+    const int64_t fp8 = mem.in_place_bytes[int(weight_form::fp8_e4m3)], fp4 = mem.in_place_bytes[int(weight_form::fp4_e2m1)];
+    if (preset == "tiny-fp8") {
+        CHECK(fp8 > 0);
+        CHECK(fp4 > 0);
+        CHECK(mem.amx_tile_bytes > fp8 + fp4);
+    } else {
+        CHECK(mem.amx_tile_bytes > mem.in_place_bytes[int(weight_form::bf16)] / 2);
+    }
     CHECK(exact.m->memory().amx_tile_bytes == 0);
 
     std::mt19937_64 rng(11);
@@ -236,6 +299,18 @@ TEST_CASE("amx: a BF16 model on tiles stays within the golden tolerance of the e
         tail.insert(tail.end(), out->logits[0].begin(), out->logits[0].end());
     }
     CHECK(same_bits(tail.data(), got.data() + 35 * vocab, tail.size()));
+}
+
+}  // namespace
+
+TEST_CASE("amx: a BF16 model on tiles stays within the golden tolerance of the exact kernels and keeps chunk, "
+          "batch and thread invariance bitwise") {
+    check_model_on_tiles("tiny-bf16");
+}
+
+TEST_CASE("amx: an FP8 + FP4 model on tiles (its stored values decoded to bf16) stays within the golden "
+          "tolerance of the exact kernels and keeps chunk, batch and thread invariance bitwise") {
+    check_model_on_tiles("tiny-fp8");
 }
 
 int main(int argc, char** argv) {

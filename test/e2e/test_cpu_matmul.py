@@ -1,6 +1,6 @@
 """backend.cpu_matmul = "amx" as a user meets it: where this process cannot run AMX-BF16 tiles it
-refuses at startup naming the key; where it can (an AMX CPU; skipped elsewhere), a BF16 model is
-served on the tiles, and the invariant that matters — the same greedy tokens whatever the topology
+refuses at startup naming the key; where it can (an AMX CPU; skipped elsewhere), a BF16 model and an
+FP8 + FP4 model are served on the tiles, and the invariant that matters — the same greedy tokens whatever the topology
 and the batch — holds within that mode (its bits differ from the exact kernels', so it is compared
 with itself, never with "exact")."""
 from concurrent.futures import ThreadPoolExecutor
@@ -34,10 +34,10 @@ def test_a_bad_cpu_matmul_value_names_the_key():
     assert "backend.cpu_matmul" in r.stdout + r.stderr
 
 
-@pytest.fixture(scope="module")
-def bf16_model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("amx") / "tiny-bf16"
-    r = run_tandem("make-model", "--preset", "tiny-bf16", "--seed", "4", "--out", str(out),
+@pytest.fixture(scope="module", params=["tiny-bf16", "tiny-fp8"])
+def tile_model(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp("amx") / request.param
+    r = run_tandem("make-model", "--preset", request.param, "--seed", "4", "--out", str(out),
                    "--tokenizer", str(ROOT / "models" / "tokenizer"), timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     return out
@@ -55,10 +55,10 @@ def greedy(url, prompt):
 
 
 @pytest.mark.skipif(not amx_cpu(), reason="needs a CPU with AMX-BF16 tiles")
-def test_amx_serves_the_same_tokens_in_single_and_pd_alone_and_batched(start_tandem, bf16_model):
-    amx = ["--model", str(bf16_model), "--set", "backend.cpu_matmul=amx"]
+def test_amx_serves_the_same_tokens_in_single_and_pd_alone_and_batched(start_tandem, tile_model):
+    amx = ["--model", str(tile_model), "--set", "backend.cpu_matmul=amx"]
     single = start_tandem(*amx)
-    assert "BF16 matrices on AMX tiles" in single.log, single.log
+    assert "FP4 matrices on AMX tiles" in single.log, single.log
     assert "multiplied on AMX tiles" in single.log, single.log
     alone = [greedy(single.url, p) for p in PROMPTS]
     with ThreadPoolExecutor(len(PROMPTS)) as pool:  # batched with each other
