@@ -29,8 +29,12 @@ namespace tandem::cpu {
 // TANDEM_CPU_KERNELS does not pin the kernels to "scalar" or "avx2".
 bool amx_bf16_available();
 
-// Whether a matrix can take the AMX path: BF16, columns a multiple of 32 (one tile row).
+// Whether a matrix can take the AMX path: columns a multiple of 32 (one tile row), and BF16, or FP8
+// / FP4 whose scales are powers of two shared by each 32 columns of a row (exact in bf16).
 bool amx_fits(const weight_matrix& w);
+// Marks a matrix amx_fits() accepts for the tiles (amx_tiles), and amx_fast_scales where its E8M0
+// scale codes allow the integer decode (scanned once here, not per call).
+void mark_for_tiles(weight_matrix& w);
 
 namespace detail {
 

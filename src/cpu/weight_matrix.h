@@ -34,6 +34,10 @@ struct weight_matrix {
     // order) instead of the exact-order kernels. Set by the loader only with
     // backend.cpu_matmul = "amx", only on BF16 matrices amx_fits() accepts.
     bool amx_tiles = false;
+    // Set with amx_tiles (mark_for_tiles, cpu/amx.h) where every E8M0 scale code of this FP8 / FP4
+    // view lies in the tiles' integer decode range — real checkpoints' do; others take the fp32
+    // decode route, the same values more slowly.
+    bool amx_fast_scales = false;
 
     // Bytes of one stored row (fp4: cols / 2).
     int64_t row_bytes() const;

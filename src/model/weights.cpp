@@ -293,7 +293,7 @@ std::string convert_slot(const weight_slot& s, const source& src, int64_t block,
     }
     mem.in_place_bytes[static_cast<int>(m.form)] += m.value_bytes();
     // The embedding is read row by row, never multiplied: no tiles for it.
-    m.amx_tiles = amx_tiles && cpu::amx_fits(m) && s.name != "embed.weight";
+    if (amx_tiles && cpu::amx_fits(m) && s.name != "embed.weight") cpu::mark_for_tiles(m);
     if (m.amx_tiles) mem.amx_tile_bytes += m.value_bytes();
     return {};
 }

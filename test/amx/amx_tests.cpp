@@ -72,7 +72,7 @@ struct problem {
     }
     weight_matrix tiles() const {
         weight_matrix t = m;
-        t.amx_tiles = true;
+        mark_for_tiles(t);
         return t;
     }
     std::vector<float> run(thread_pool& pool, const weight_matrix& mat) const {
@@ -160,12 +160,15 @@ TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a 
 
 TEST_CASE("amx: every FP8 and FP4 code under every E8M0 scale reaches the tiles as its exact value") {
     // x = the identity, so y[r, o] = w(o, r) · 1 exactly: the decoded weight itself. Scale codes
-    // from 0 cover both decode routes (the integer one from 10 / 2, fp32 below); FP8's stop at 134
-    // (2^7), past which the scalar reference at() overflows (it multiplies by scale · 2^120). Values
-    // below bf16's smallest normal count as zero on the tiles (amx.h), the rest are exact.
+    // from 0 take the fp32 decode route (the matrix is not amx_fast_scales); from 10 (FP8) / 2 (FP4)
+    // up, the integer route. FP8's stop at 134 (2^7), past which the scalar reference at() overflows
+    // (it multiplies by scale · 2^120). Values below bf16's smallest normal count as zero on the
+    // tiles (amx.h), the rest are exact.
     thread_pool two(2);
-    for (const weight_form form : {weight_form::fp8_e4m3, weight_form::fp4_e2m1}) {
+    for (const weight_form form : {weight_form::fp8_e4m3, weight_form::fp4_e2m1})
+    for (const bool fast : {false, true}) {
         CAPTURE(weight_form_name(form));
+        CAPTURE(fast);
         const bool fp8 = form == weight_form::fp8_e4m3;
         const int64_t n = 64, k = 256;
         std::vector<uint8_t> codes(static_cast<size_t>(fp8 ? n * k : n * k / 2)), scales(static_cast<size_t>(n * k / 32));
@@ -173,7 +176,9 @@ TEST_CASE("amx: every FP8 and FP4 code under every E8M0 scale reaches the tiles 
             codes[i] = static_cast<uint8_t>(i * (fp8 ? 1 : 7));
             if (fp8 && (codes[i] & 0x7f) == 0x7f) codes[i] = 0x01;  // e4m3fn's NaN codes: not weights
         }
-        for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<uint8_t>((i * 37) % (fp8 ? 135 : 241));
+        const int lowest = fast ? (fp8 ? 10 : 2) : 0;
+        for (size_t i = 0; i < scales.size(); ++i)
+            scales[i] = static_cast<uint8_t>(lowest + (i * 37) % ((fp8 ? 135 : 241) - lowest));
         weight_matrix m;
         m.form = form;
         m.rows = n;
@@ -185,7 +190,9 @@ TEST_CASE("amx: every FP8 and FP4 code under every E8M0 scale reaches the tiles 
         m.block_cols = 32;
         m.scale_cols = k / 32;
         REQUIRE(amx_fits(m));
-        m.amx_tiles = true;
+        mark_for_tiles(m);
+        CHECK(m.amx_tiles);
+        CHECK(m.amx_fast_scales == fast);
         std::vector<float> x(static_cast<size_t>(k * k), 0.0f);
         for (int64_t r = 0; r < k; ++r) x[r * k + r] = 1.0f;
         // All of x (the panel path), then x's rows 37 .. 41 alone (the few-rows path).
