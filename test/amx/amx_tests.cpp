@@ -161,8 +161,8 @@ TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a 
 TEST_CASE("amx: every FP8 and FP4 code under every E8M0 scale reaches the tiles as its exact value") {
     // x = the identity, so y[r, o] = w(o, r) · 1 exactly: the decoded weight itself. Scale codes
     // from 0 take the fp32 decode route (the matrix is not amx_fast_scales); from 10 (FP8) / 2 (FP4)
-    // up, the integer route. FP8's stop at 134 (2^7), past which the scalar reference at() overflows
-    // (it multiplies by scale · 2^120). Values below bf16's smallest normal count as zero on the
+    // up, the integer route. FP8's stop at 134 (2^7): the loader refuses FP8 scales of 2^8
+    // and more (check_scales), where the scalar reference at() would overflow. Values below bf16's smallest normal count as zero on the
     // tiles (amx.h), the rest are exact.
     thread_pool two(2);
     for (const weight_form form : {weight_form::fp8_e4m3, weight_form::fp4_e2m1})
