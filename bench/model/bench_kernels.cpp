@@ -7,6 +7,8 @@
 // read bandwidth measured just before and just after that form's calls, median over rounds (a
 // shared VM's bandwidth swings between rounds; see read_bandwidth_probe in machine_limits.h).
 // --cols sets K (1024: `small`'s rows; 4096: V4-Flash's d, whose 8 KB rows stream differently).
+// --cpu-matmul amx runs the forms the AMX tiles take (BF16, FP8, FP4: cpu/amx.h) on the tiles, as
+// backend.cpu_matmul = "amx" does; F32 and F16 stay on the exact kernels (the table says which).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/amx.h"
 #include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
 #include "machine_limits.h"
@@ -28,12 +31,13 @@ using tandem::cpu::weight_form;
 using tandem::cpu::weight_matrix;
 
 const char* k_usage =
-    "usage: bench_kernels [--threads N] [--gemv-mib N] [--rows N] [--cols N] [--rounds N]\n"
+    "usage: bench_kernels [--threads N] [--gemv-mib N] [--rows N] [--cols N] [--rounds N] [--cpu-matmul exact|amx]\n"
     "  --threads N    worker threads (default: all cores)\n"
     "  --gemv-mib N   stored size of each GEMV matrix (default: the read-bandwidth buffer, 4x the last-level cache, at least 512)\n"
     "  --rows N       GEMM rows (default 128)\n"
     "  --cols N       K, the matrices' columns, a multiple of 128 (default 1024)\n"
-    "  --rounds N     rounds, best kept (default 3)\n";
+    "  --rounds N     rounds, best kept (default 3)\n"
+    "  --cpu-matmul M exact (default) or amx: BF16 / FP8 / FP4 on AMX tiles, as backend.cpu_matmul\n";
 
 double seconds_since(clock_type::time_point t0) {
     return std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -43,7 +47,7 @@ double seconds_since(clock_type::time_point t0) {
 struct owned_matrix {
     std::vector<uint8_t> bytes, scales;
     weight_matrix m;
-    owned_matrix(weight_form form, int64_t rows, int64_t cols) {
+    owned_matrix(weight_form form, int64_t rows, int64_t cols, bool tiles) {
         m.form = form;
         m.rows = rows;
         m.cols = cols;
@@ -76,6 +80,7 @@ struct owned_matrix {
             m.scales = scales.data();
         }
         m.data = bytes.data();
+        if (tiles && tandem::cpu::amx_fits(m)) tandem::cpu::mark_for_tiles(m);
     }
     int64_t stored_bytes() const { return int64_t(bytes.size() + scales.size()); }
 };
@@ -85,6 +90,7 @@ struct owned_matrix {
 int main(int argc, char** argv) {
     int threads = 0;
     int64_t gemv_mib = tandem::bench::bandwidth_buffer_bytes() >> 20, rows = 128, rounds = 3, K = 1024;
+    bool tiles = false;
     for (int i = 1; i < argc; ++i) {
         std::string k = argv[i];
         if (k == "--help" || k == "-h") { std::fputs(k_usage, stdout); return 0; }
@@ -95,9 +101,14 @@ int main(int argc, char** argv) {
         else if (k == "--rows") rows = std::atoll(v.c_str());
         else if (k == "--cols") K = std::atoll(v.c_str());
         else if (k == "--rounds") rounds = std::atoll(v.c_str());
+        else if (k == "--cpu-matmul" && (v == "exact" || v == "amx")) tiles = v == "amx";
         else { std::fprintf(stderr, "unknown option %s\n%s", k.c_str(), k_usage); return 2; }
     }
     if (gemv_mib < 1 || rows < 1 || rounds < 1 || K < 128 || K % 128 != 0) { std::fprintf(stderr, "%s", k_usage); return 2; }
+    if (tiles && !tandem::cpu::amx_bf16_available()) {
+        std::fprintf(stderr, "--cpu-matmul amx: this process cannot run AMX-BF16 tiles (CPU, kernel or TANDEM_CPU_KERNELS)\n");
+        return 2;
+    }
     tandem::cpu::thread_pool pool(threads);
     tandem::bench::fma_peak_result peak;
     double gemm_loop = 0;  // the scratch GEMM's own FMA loop (0 without the AVX-512 table)
@@ -116,9 +127,9 @@ int main(int argc, char** argv) {
         probe.measure(5);
         for (int f = 0; f < 5; ++f) {
             {
-                owned_matrix one_row(forms[f], 1, K);
+                owned_matrix one_row(forms[f], 1, K, tiles);
                 const int64_t out = (gemv_mib << 20) / one_row.m.row_bytes();
-                owned_matrix big(forms[f], out, K);
+                owned_matrix big(forms[f], out, K, tiles);
                 std::vector<float> y(static_cast<size_t>(out));
                 tandem::cpu::linear(pool, x.data(), 1, K, big.m, y.data(), out);  // touch once
                 gemv_bytes[f] = double(big.stored_bytes());
@@ -135,7 +146,7 @@ int main(int argc, char** argv) {
             }
             {
                 const int64_t out = 4096;
-                owned_matrix mid(forms[f], out, K);
+                owned_matrix mid(forms[f], out, K, tiles);
                 std::vector<float> y(static_cast<size_t>(rows * out));
                 tandem::cpu::linear(pool, x.data(), rows, K, mid.m, y.data(), out);
                 for (int rep = 0; rep < 5; ++rep) {
@@ -156,12 +167,17 @@ int main(int argc, char** argv) {
         std::printf("ceiling: the scratch GEMM's FMA loop alone (decoded weights in L1, no decode, reductions or "
                     "weight traffic) %.1f GFLOP/s = %.3f of the FMA peak\n",
                     gemm_loop / 1e9, gemm_loop / peak.measured_flops);
-    std::printf("%-9s %10s %10s %14s %14s %12s\n", "form", "GEMV GB/s", "÷ read bw", "÷ bw, paired", "GEMM GFLOP/s",
-                "÷ FMA peak");
-    for (int f = 0; f < 5; ++f)
-        std::printf("%-9s %10.2f %10.3f %14.3f %14.1f %12.3f\n", tandem::cpu::weight_form_name(forms[f]),
-                    gemv_best[f] / 1e9, gemv_best[f] / probe.best(), tandem::bench::median_of(gemv_paired[f]),
-                    gemm_best[f] / 1e9, gemm_best[f] / peak.measured_flops);
+    std::printf("%-9s %-6s %10s %10s %14s %14s %12s\n", "form", "path", "GEMV GB/s", "÷ read bw", "÷ bw, paired",
+                "GEMM GFLOP/s", "÷ FMA peak");
+    for (int f = 0; f < 5; ++f) {
+        const bool on_tiles = tiles && owned_matrix(forms[f], 1, K, true).m.amx_tiles;
+        std::printf("%-9s %-6s %10.2f %10.3f %14.3f %14.1f %12.3f\n", tandem::cpu::weight_form_name(forms[f]),
+                    on_tiles ? "amx" : "exact", gemv_best[f] / 1e9, gemv_best[f] / probe.best(),
+                    tandem::bench::median_of(gemv_paired[f]), gemm_best[f] / 1e9, gemm_best[f] / peak.measured_flops);
+    }
+    if (tiles)
+        std::printf("amx: GEMM FLOP/s count the fp32 multiply-adds (x's three bf16 parts are the tiles' own work), "
+                    "divided by the same fp32 FMA peak\n");
     std::printf("÷ read bw: best GEMV ÷ best bandwidth; ÷ bw, paired: median over %lld rounds of each round's GEMV ÷ "
                 "the bandwidth measured around it\n",
                 (long long)rounds);

@@ -366,14 +366,6 @@ TANDEM_AMX inline __m512i segment_words(const weight_matrix& w, const code_table
     return v >= 2 && v <= 252 ? fp4_words(row + k / 2, t.fp4[v]) : fp4_words_via_fp32(row + k / 2, scale_for(w, srow, k));
 }
 
-// View row r decoded to bf16 into out[cols].
-TANDEM_AMX void decode_row(const weight_matrix& matrix, int64_t r, uint16_t* out) {
-    const weight_matrix w = matrix;  // a local copy: the stores below may alias anything, not it
-    const code_tables& t = tables_by_code();
-    const uint8_t* row = w.row_ptr(r);
-    const uint8_t* srow = scale_row_of(w, r);
-    for (int64_t k = 0; k < w.cols; k += k_cols_per_tile) _mm512_storeu_si512(out + k, segment_words(w, t, row, srow, k));
-}
 
 // ---- Up to 16 rows (a decode step's) of FP8 / FP4 -------------------------------------------------
 //
@@ -437,6 +429,29 @@ bool fast_route(const weight_matrix& w, int* shift) {
     if (!w.amx_fast_scales) return false;
     *shift = __builtin_ctzll(static_cast<unsigned long long>(w.block_cols / k_cols_per_tile));
     return true;
+}
+
+// View row r decoded to bf16 into out[cols] (the panels of decoded_block): by the integer route
+// alone where the matrix allows it (fast_route), else segment by segment.
+TANDEM_AMX void decode_row(const weight_matrix& matrix, int64_t r, uint16_t* out) {
+    const weight_matrix w = matrix;  // a local copy: the stores below may alias anything, not it
+    const code_tables& t = tables_by_code();
+    const uint8_t* row = w.row_ptr(r);
+    const uint8_t* srow = scale_row_of(w, r);
+    const int64_t col_tiles = w.cols / k_cols_per_tile;
+    int shift = 0;
+    if (!fast_route(w, &shift)) {
+        for (int64_t k = 0; k < w.cols; k += k_cols_per_tile) _mm512_storeu_si512(out + k, segment_words(w, t, row, srow, k));
+    } else if (w.form == weight_form::fp8_e4m3) {
+        for (int64_t kb = 0; kb < col_tiles; ++kb) {
+            const int v = srow[kb >> shift];
+            _mm512_storeu_si512(out + kb * k_cols_per_tile,
+                                fp8_words(row + kb * k_cols_per_tile, t.fp8_subnormal[v], t.fp8_bias[v]));
+        }
+    } else {
+        for (int64_t kb = 0; kb < col_tiles; ++kb)
+            _mm512_storeu_si512(out + kb * k_cols_per_tile, fp4_words(row + kb * k_cols_per_tile / 2, t.fp4[srow[kb >> shift]]));
+    }
 }
 
 // Rows [r0, r1) (at most 16) × the n ≤ 16 outputs first, first + step, …: one result tile.
