@@ -91,11 +91,23 @@ struct alignas(64) tile_config {
     uint16_t colsb[16] = {};
     uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
-TANDEM_AMX void configure_tiles(int64_t tokens) {
-    tile_config config;
-    for (int t = 0; t < 8; ++t) config.colsb[t] = static_cast<uint16_t>(t == 4 || t == 5 ? 64 : 4 * tokens);
-    _tile_loadconfig(&config);
+// One configuration per width, in static storage: GCC 12's _tile_loadconfig tells the compiler it
+// reads only the first 8 bytes of its operand, so a configuration filled on the stack just before
+// may lose its column widths to dead-store elimination (a standalone test did: SIGILL on the first
+// tile instruction).
+struct tile_configs {
+    tile_config by_tokens[17];
+    tile_configs() {
+        for (int tokens = 1; tokens <= 16; ++tokens)
+            for (int t = 0; t < 8; ++t)
+                by_tokens[tokens].colsb[t] = static_cast<uint16_t>(t == 4 || t == 5 ? 64 : 4 * tokens);
+    }
+};
+const tile_configs& configs() {
+    static const tile_configs all;
+    return all;
 }
+TANDEM_AMX void configure_tiles(int64_t tokens) { _tile_loadconfig(&configs().by_tokens[tokens]); }
 
 // The three parts of 32 values, each as 16 words of two bf16 (column 2i low, 2i + 1 high), by
 // VCVTNE2PS2BF16 (round to nearest even; NaN stays NaN; like the tiles, it takes fp32 denormals as
