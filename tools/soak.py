@@ -20,7 +20,10 @@ between steps, grow to the largest batch seen.
     .venv/bin/python tools/soak.py --minutes 20            # the documented run
     .venv/bin/python tools/soak.py --minutes 2 --workers 6 # a short one
 
-Exit status 1 when anything is wrong, lost or leaked. Needs build/tandem and models/tiny.
+    .venv/bin/python tools/soak.py --minutes 4 --model DIR --set backend.cpu_matmul=amx
+                                                           # another model, more keys for both servers
+
+Exit status 1 when anything is wrong, lost or leaked. Needs build/tandem and models/tiny (or --model).
 """
 import argparse
 import json
@@ -41,8 +44,9 @@ LISTEN_RE = re.compile(r"listening on http://([^:\s]+):(\d+)")
 
 
 class Server:
-    def __init__(self, binary, args, env=None):
-        self.proc = subprocess.Popen([binary, "--port", "0", "--model", str(ROOT / "models/tiny"),
+    def __init__(self, binary, model, args, env=None):
+        self.model = Path(model)
+        self.proc = subprocess.Popen([binary, "--port", "0", "--model", str(self.model),
                                       *args], cwd=ROOT, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True,
                                      env={**os.environ, **(env or {})})
@@ -107,14 +111,13 @@ class Server:
             sizes.add((b + 4095) // 4096 * 4096)
         return sizes
 
-    @staticmethod
-    def weight_copy_sizes():
+    def weight_copy_sizes(self):
         """Mapping sizes of the checkpoint files' copies in memory (model.weight_pages = "huge",
         src/model/file_bytes.cpp): each file's size rounded up to whole 2 MiB pages. Kernels with
         CONFIG_ANON_VMA_NAME also name them "[anon:tandem weights <file>]"."""
         mib2 = 2 << 20
         return {(f.stat().st_size + mib2 - 1) // mib2 * mib2
-                for f in (ROOT / "models/tiny").glob("*.safetensors")}
+                for f in self.model.glob("*.safetensors")}
 
     def memory_mib(self):
         """Resident memory by kind, from /proc/<pid>/smaps: weights (the checkpoint's files, mapped
@@ -364,13 +367,18 @@ def main():
     ap.add_argument("--max-fd-growth", type=float, default=4,
                     help="open descriptors each server may gain after warm-up")
     ap.add_argument("--logs", help="write both servers' logs into this directory")
+    ap.add_argument("--model", default=str(ROOT / "models/tiny"), help="checkpoint both servers load")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config key for both servers (repeatable), e.g. backend.cpu_matmul=amx")
     args = ap.parse_args()
 
     warmup = args.warmup_minutes if args.warmup_minutes is not None else min(5.0, args.minutes / 4)
-    cache = ["--set", f"cache.memory_bytes={args.cache_memory_bytes}"]
-    single = Server(args.bin, ["--set", "scheduler.max_queued_requests=4096", *cache])
+    common = ["--set", f"cache.memory_bytes={args.cache_memory_bytes}"]  # both servers
+    for kv in args.set:
+        common += ["--set", kv]
+    single = Server(args.bin, args.model, ["--set", "scheduler.max_queued_requests=4096", *common])
     pd_max_running = 16
-    pd = Server(args.bin, [*cache,
+    pd = Server(args.bin, args.model, [*common,
         "--topology", "pd", "--set", "transport.kind=tcp", "--set", "transport.listen_port=0",
         "--set", "cache.page_size=128", "--set", f"scheduler.max_running_requests={pd_max_running}",
         "--set", "scheduler.max_queued_requests=16", "--set", "transport.abort_lease_ms=500",
