@@ -1,6 +1,10 @@
-// cpu/amx.h — (cpu/ internal) BF16 weights multiplied on AMX tiles: the `backend.cpu_matmul =
-// "amx"` path of linear() / linear_group() (kernels.cpp routes a matrix here when its
-// weight_matrix::amx_tiles is set, which the model loader does only on request).
+// cpu/amx.h — (cpu/ internal) BF16, FP8 and FP4 weights multiplied on AMX tiles: the
+// `backend.cpu_matmul = "amx"` path of linear() / linear_group() (kernels.cpp routes a matrix here
+// when its weight_matrix::amx_tiles is set, which the model loader does only on request).
+//
+// FP8 (e4m3) and FP4 (e2m1) weights: a code times its power-of-two scale has at most 4
+// significant bits, so it is exactly a bf16; the kernels decode the codes to bf16 as they go and
+// the results are those of the BF16 matrix holding the same values.
 //
 // What it computes. Each x value is split into three bf16 parts, x = h + m + l (h = bf16(x),
 // m = bf16(x − h), l = bf16(x − h − m); the differences are exact in fp32), and y = Σ w·h + Σ w·m +

@@ -1,4 +1,5 @@
-// cpu/linear_amx.cpp — see amx.h: BF16 weights times x split into three bf16 parts on AMX tiles.
+// cpu/linear_amx.cpp — see amx.h: BF16 weights (FP8 / FP4 decoded to bf16 on the way) times x
+// split into three bf16 parts on AMX tiles.
 //
 // Only functions carrying TANDEM_AMX use AVX-512 / AMX instructions; the table of exact kernels
 // never calls them, and kernels.cpp reaches them only for matrices marked amx_tiles, which the
