@@ -101,7 +101,13 @@ int main(int argc, char** argv) {
         else if (k == "--rows") rows = std::atoll(v.c_str());
         else if (k == "--cols") K = std::atoll(v.c_str());
         else if (k == "--rounds") rounds = std::atoll(v.c_str());
-        else if (k == "--cpu-matmul" && (v == "exact" || v == "amx")) tiles = v == "amx";
+        else if (k == "--cpu-matmul") {
+            if (v != "exact" && v != "amx") {
+                std::fprintf(stderr, "--cpu-matmul: want exact or amx, not %s\n%s", v.c_str(), k_usage);
+                return 2;
+            }
+            tiles = v == "amx";
+        }
         else { std::fprintf(stderr, "unknown option %s\n%s", k.c_str(), k_usage); return 2; }
     }
     if (gemv_mib < 1 || rows < 1 || rounds < 1 || K < 128 || K % 128 != 0) { std::fprintf(stderr, "%s", k_usage); return 2; }

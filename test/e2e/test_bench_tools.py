@@ -3,6 +3,7 @@ run prints every weight form with its ratios, the paired one included (issue #12
 paired bandwidth baseline of bench/model/machine_limits.h). No verdict here depends on speed:
 only that the figures exist, are finite and positive."""
 import math
+import os
 import re
 import subprocess
 
@@ -38,13 +39,28 @@ def test_bench_kernels_prints_every_form_with_a_paired_bandwidth_ratio():
     assert "K 256" in r.stdout
     rows = {}
     for line in r.stdout.splitlines():
-        m = re.match(r"^(f32|bf16|f16|fp8_e4m3|fp4_e2m1)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$", line)
+        m = re.match(r"^(f32|bf16|f16|fp8_e4m3|fp4_e2m1)\s+(exact|amx)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$", line)
         if m:
-            rows[m.group(1)] = [float(v) for v in m.groups()[1:]]
+            assert m.group(2) == "exact", line  # the tiles only with --cpu-matmul amx
+            rows[m.group(1)] = [float(v) for v in m.groups()[2:]]
     assert set(rows) == {"f32", "bf16", "f16", "fp8_e4m3", "fp4_e2m1"}, r.stdout
     for form, figures in rows.items():
         assert all(math.isfinite(v) and v > 0 for v in figures), (form, figures)
     assert "median over 2 rounds" in r.stdout
+
+
+def test_bench_kernels_refuses_amx_where_the_tiles_cannot_run_and_a_bad_value():
+    path = BENCH / "model" / "bench_kernels"
+    if not path.exists():
+        pytest.skip(f"{path} is not built")
+    # TANDEM_CPU_KERNELS pins the exact kernels, as on a CPU without AMX (the CI machines).
+    r = subprocess.run([str(path), "--cpu-matmul", "amx"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "TANDEM_CPU_KERNELS": "avx2"})
+    assert r.returncode == 2
+    assert "AMX-BF16" in r.stderr, r.stderr
+    r = subprocess.run([str(path), "--cpu-matmul", "fast"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "--cpu-matmul: want exact or amx, not fast" in r.stderr, r.stderr
 
 
 def test_bench_kernels_refuses_columns_it_cannot_measure():
