@@ -297,14 +297,7 @@ void check_model_on_tiles(const std::string& preset) {
     auto sa = one.new_sequence(), sb = one.new_sequence();
     const std::vector<float> head = one.run(sa, std::span<const int32_t>(a.data(), 35), 0, true);
     CHECK(same_bits(head.data(), got.data(), head.size()));
-    std::vector<float> tail;
-    for (size_t t = 35; t < a.size(); ++t) {
-        std::vector<forward_item> items = {{std::span<const int32_t>(&a[t], 1), int64_t(t), sa, logit_rows::last}};
-        if (t == 35) items.push_back({b, 0, sb, logit_rows::last});
-        auto out = one.forward(items);
-        REQUIRE(out.is_ok());
-        tail.insert(tail.end(), out->logits[0].begin(), out->logits[0].end());
-    }
+    const std::vector<float> tail = one.decode_beside_prefill(sa, a, 35, sb, b);
     CHECK(same_bits(tail.data(), got.data() + 35 * vocab, tail.size()));
 }
 

@@ -87,6 +87,22 @@ struct session {
         REQUIRE_MESSAGE(out.is_ok(), out.error().message());
         return std::move(out->logits[0]);
     }
+
+    // Token-by-token decode of tokens[from, end) on s (which already holds tokens[0, from)), its
+    // first step batched with other's whole prefill in sequence o: the decoded tokens' logits, one
+    // row each, concatenated — for the batch-invariance checks against a full prefill.
+    std::vector<float> decode_beside_prefill(cache::slot_ref s, std::span<const int32_t> tokens, size_t from,
+                                             cache::slot_ref o, std::span<const int32_t> other) {
+        std::vector<float> tail;
+        for (size_t t = from; t < tokens.size(); ++t) {
+            std::vector<forward_item> items = {{tokens.subspan(t, 1), int64_t(t), s, logit_rows::last}};
+            if (t == from) items.push_back({other, 0, o, logit_rows::last});
+            auto out = forward(items);
+            REQUIRE(out.is_ok());
+            tail.insert(tail.end(), out->logits[0].begin(), out->logits[0].end());
+        }
+        return tail;
+    }
 };
 
 struct golden_prompt {

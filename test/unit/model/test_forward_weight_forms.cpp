@@ -124,14 +124,7 @@ TEST_CASE("model: stored BF16 / FP8+FP4 weights give bitwise the logits of their
         session one(stored_dir.str(), 1);
         auto sa = one.new_sequence(), sb = one.new_sequence();
         one.run(sa, std::span<const int32_t>(a.data(), 40), 0, false);
-        std::vector<float> tail;
-        for (size_t t = 40; t < a.size(); ++t) {
-            std::vector<forward_item> items = {{std::span<const int32_t>(&a[t], 1), int64_t(t), sa, logit_rows::last}};
-            if (t == 40) items.push_back({b, 0, sb, logit_rows::last});
-            auto out = one.forward(items);
-            REQUIRE(out.is_ok());
-            tail.insert(tail.end(), out->logits[0].begin(), out->logits[0].end());
-        }
+        const std::vector<float> tail = one.decode_beside_prefill(sa, a, 40, sb, b);
         const int64_t vocab = stored.m->config().vocab_size;
         CHECK(bitwise_equal(tail, std::vector<float>(got.begin() + 40 * vocab, got.end())));
 

@@ -1,0 +1,81 @@
+// cpu/amx_tiles.h — (cpu/ internal) what the AMX translation units share: linear_amx.cpp (BF16
+// tiles, x packing, the API of amx.h) and linear_amx_decoded.cpp (FP8 / FP4 decoded to bf16). The
+// tile geometry, the page-apart row rule, packed x's layout and the product of a pair of weight
+// tiles; the AMX part only inside their x86-64 + GCC guard.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/weight_matrix.h"
+
+namespace tandem::cpu::amx {
+
+constexpr int64_t k_parts = 3;           // h, m, l
+constexpr int64_t k_cols_per_tile = 32;  // bf16 per tile row
+
+// Rows per 4 KB page: weight tiles take rows this far apart, so each of a tile's 16 rows lies in
+// its own page (1 for rows of 4 KB or more). Why: a tile load reads 16 rows at once; with 16
+// consecutive rows of 2 KB a page held two interleaved streams, which the L2 streamer (it follows
+// one ascending stream per page) does not run ahead on, and a 1-row decode waited on memory at
+// ~60% of the exact GEMV's speed. One row per page, each page is then read front to back: rows
+// c, c + s, …, c + 15 s over all columns, then c + 1, … (the exact tile's page-apart groups).
+inline int64_t rows_per_page(const weight_matrix& w) {
+    const int64_t b = w.row_bytes();
+    return b > 0 && b < 4096 ? 4096 / b : 1;
+}
+
+}  // namespace tandem::cpu::amx
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
+
+// fma and f16c for the AVX2 scale helpers the decode reuses (decoders_avx2.h); every AMX CPU has them.
+#define TANDEM_AMX __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16,fma,f16c")))
+
+namespace tandem::cpu::amx {
+
+// x packed for the tiles (amx_pack): per group of 16 rows, per 32 columns, per part, a tile of 16
+// column pairs × `tokens` rows of x — 16, or a job's rows where it has fewer (a decode step's), so a
+// 1-row GEMV reads 64 bytes of x per 32 columns and part instead of a whole 1 KB tile.
+struct x_tiles {
+    const uint32_t* words;
+    int64_t col_tiles, tokens;
+    const uint32_t* at(int64_t group, int64_t kb, int64_t part) const {
+        return words + ((group * col_tiles + kb) * k_parts + part) * 16 * tokens;
+    }
+    int64_t stride() const { return 4 * tokens; }
+};
+
+// One pair of weight tiles: where their rows start and how far apart they are.
+struct weight_tiles {
+    const uint8_t* a[2] = {nullptr, nullptr};
+    int64_t stride[2] = {0, 0};
+    int64_t first[2] = {0, 0}, step = 1;  // output of tile row n: first[h] + step · n
+};
+
+// Results of one 16 × 16 tile into y: tile row n is output first + step · n (for n < outputs),
+// column m row r + m (for r + m < r1).
+TANDEM_AMX inline void store_results(const float* c, int64_t first, int64_t step, int64_t outputs, int64_t r,
+                                     int64_t r1, float* y, int64_t ys) {
+    const int64_t m_end = r1 - r < 16 ? r1 - r : 16;
+    for (int64_t m = 0; m < m_end; ++m)
+        for (int64_t n = 0; n < outputs; ++n) y[(r + m) * ys + first + step * n] = c[n * 16 + m];
+}
+
+// Rows [r0, r1) against one pair of weight tiles (the second may be absent), over all columns: per
+// block of 32 rows the 2 × 2 result tiles; per column tile the weight tiles, then for each part
+// (h, m, l) the rows' x tiles, each feeding two products. Every element's products run in one
+// order — column tile by column tile, h, m, l — whatever the tiles, rows or thread.
+// Defined in linear_amx.cpp.
+TANDEM_AMX void multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, const weight_tiles& t,
+                              const int64_t outputs[2], float* y, int64_t ys);
+
+// Rows [r0, r1) × outputs [o0, o1) of an FP8 / FP4 matrix amx_fits() accepts, its codes decoded
+// to bf16 on the way (linear_amx_decoded.cpp). Tiles configured by the caller.
+TANDEM_AMX void decoded_block(const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0,
+                              int64_t o1, float* y, int64_t ys);
+
+}  // namespace tandem::cpu::amx
+
+#endif
