@@ -54,13 +54,55 @@ struct weight_tiles {
     int64_t first[2] = {0, 0}, step = 1;  // output of tile row n: first[h] + step · n
 };
 
+// The 16 × 16 words of r transposed in registers: rows out[i] = column i of r.
+TANDEM_AMX inline void transpose16(const __m512i r[16], __m512i out[16]) {
+    __m512i a[16], b[16];
+    for (int j = 0; j < 8; ++j) {
+        a[2 * j] = _mm512_unpacklo_epi32(r[2 * j], r[2 * j + 1]);
+        a[2 * j + 1] = _mm512_unpackhi_epi32(r[2 * j], r[2 * j + 1]);
+    }
+    for (int j = 0; j < 4; ++j) {  // per 128-bit lane L, b[4j + c] = column 4L + c of rows 4j..4j+3
+        b[4 * j] = _mm512_unpacklo_epi64(a[4 * j], a[4 * j + 2]);
+        b[4 * j + 1] = _mm512_unpackhi_epi64(a[4 * j], a[4 * j + 2]);
+        b[4 * j + 2] = _mm512_unpacklo_epi64(a[4 * j + 1], a[4 * j + 3]);
+        b[4 * j + 3] = _mm512_unpackhi_epi64(a[4 * j + 1], a[4 * j + 3]);
+    }
+    for (int c = 0; c < 4; ++c) {
+        const __m512i even0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x88), odd0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xdd);
+        const __m512i even1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x88),
+                      odd1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xdd);
+        out[c] = _mm512_shuffle_i32x4(even0, even1, 0x88);
+        out[8 + c] = _mm512_shuffle_i32x4(even0, even1, 0xdd);
+        out[4 + c] = _mm512_shuffle_i32x4(odd0, odd1, 0x88);
+        out[12 + c] = _mm512_shuffle_i32x4(odd0, odd1, 0xdd);
+    }
+}
+
 // Results of one 16 × 16 tile into y: tile row n is output first + step · n (for n < outputs),
-// column m row r + m (for r + m < r1).
+// column m row r + m (for r + m < r1). From 4 rows on, the tile is transposed in registers and each
+// row's outputs go out in one masked store (step 1) or scatter (page-apart outputs): element by
+// element, the copy was a third of a K = 256 prefill linear's time. The values are only moved.
 TANDEM_AMX inline void store_results(const float* c, int64_t first, int64_t step, int64_t outputs, int64_t r,
                                      int64_t r1, float* y, int64_t ys) {
     const int64_t m_end = r1 - r < 16 ? r1 - r : 16;
+    if (m_end < 4) {
+        for (int64_t m = 0; m < m_end; ++m)
+            for (int64_t n = 0; n < outputs; ++n) y[(r + m) * ys + first + step * n] = c[n * 16 + m];
+        return;
+    }
+    __m512i by_output[16], by_row[16];
+    for (int n = 0; n < 16; ++n) by_output[n] = _mm512_loadu_si512(c + 16 * n);
+    transpose16(by_output, by_row);
+    const __mmask16 live = outputs >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << outputs) - 1u);
+    if (step == 1) {
+        for (int64_t m = 0; m < m_end; ++m)
+            _mm512_mask_storeu_ps(y + (r + m) * ys + first, live, _mm512_castsi512_ps(by_row[m]));
+        return;
+    }
+    const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(static_cast<int>(step)));
     for (int64_t m = 0; m < m_end; ++m)
-        for (int64_t n = 0; n < outputs; ++n) y[(r + m) * ys + first + step * n] = c[n * 16 + m];
+        _mm512_mask_i32scatter_ps(y + (r + m) * ys + first, live, offsets, _mm512_castsi512_ps(by_row[m]), 4);
 }
 
 // Rows [r0, r1) against one pair of weight tiles (the second may be absent), over all columns: per

@@ -99,30 +99,6 @@ TANDEM_AMX inline void split32(const float* x, __m512i out[k_parts]) {
     }
 }
 
-// The 16 × 16 words of r transposed in registers: rows out[i] = column i of r.
-TANDEM_AMX inline void transpose16(const __m512i r[16], __m512i out[16]) {
-    __m512i a[16], b[16];
-    for (int j = 0; j < 8; ++j) {
-        a[2 * j] = _mm512_unpacklo_epi32(r[2 * j], r[2 * j + 1]);
-        a[2 * j + 1] = _mm512_unpackhi_epi32(r[2 * j], r[2 * j + 1]);
-    }
-    for (int j = 0; j < 4; ++j) {  // per 128-bit lane L, b[4j + c] = column 4L + c of rows 4j..4j+3
-        b[4 * j] = _mm512_unpacklo_epi64(a[4 * j], a[4 * j + 2]);
-        b[4 * j + 1] = _mm512_unpackhi_epi64(a[4 * j], a[4 * j + 2]);
-        b[4 * j + 2] = _mm512_unpacklo_epi64(a[4 * j + 1], a[4 * j + 3]);
-        b[4 * j + 3] = _mm512_unpackhi_epi64(a[4 * j + 1], a[4 * j + 3]);
-    }
-    for (int c = 0; c < 4; ++c) {
-        const __m512i even0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x88), odd0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xdd);
-        const __m512i even1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x88),
-                      odd1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xdd);
-        out[c] = _mm512_shuffle_i32x4(even0, even1, 0x88);
-        out[8 + c] = _mm512_shuffle_i32x4(even0, even1, 0xdd);
-        out[4 + c] = _mm512_shuffle_i32x4(odd0, odd1, 0x88);
-        out[12 + c] = _mm512_shuffle_i32x4(odd0, odd1, 0xdd);
-    }
-}
-
 // One group of 16 rows: per 32 columns, each row's three parts, then each part's 16 × 16 words
 // transposed into its tile (row i = column pair i of the 16 rows). A group with fewer rows (a
 // decode step's) writes only its rows' columns, word by word: a result column depends on its own
@@ -169,7 +145,7 @@ TANDEM_AMX void pack_group(const float* x, int64_t xs, int64_t rows, int64_t col
 // rows (a tile load reads 16 rows; the matrix may end inside one; the copy has the same bits).
 TANDEM_AMX void tile_block(const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0,
                            int64_t o1, float* y, int64_t ys) {
-    const int64_t row_bytes = w.row_bytes(), s = rows_per_page(w);
+    const int64_t row_bytes = w.row_bytes(), s = r1 - r0 > 16 ? 1 : rows_per_page(w);
     // Up to 16 rows (a decode step's), one weight tile at a time: 16 row streams in flight
     // instead of 32, which the prefetchers follow better (`small`, alternating runs: batch 1 +4%,
     // batch 4 +4–6%, batch 16 +1–5%); more rows share each x tile between the two weight tiles.
