@@ -89,11 +89,14 @@ TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a 
     thread_pool one(1), two(2);
     // Shapes: rows per 4 KB page 2 (K = 1024), 8 (K = 256), 32 (K = 64) and 1 (K = 2048); output
     // counts that leave short tiles; row counts of 1, a partial group, several row tiles, and more
-    // rows than one packing batch holds at K = 2048 (1360: run_amx's row slices).
+    // rows than one packing batch holds at K = 2048 (1360: run_amx's row slices); up to 16 rows
+    // against page-apart output groups (results scattered: 8 rows at K = 1024, 16 at K = 256) and
+    // more rows against consecutive ones (results stored a row at a time).
     struct shape { int64_t n, k, r; weight_form form; };
     const weight_form fp8 = weight_form::fp8_e4m3, fp4 = weight_form::fp4_e2m1, bf16 = weight_form::bf16;
     for (const shape s : {shape{100, 1024, 37, bf16}, shape{256, 256, 70, bf16}, shape{33, 64, 5, bf16},
-                          shape{48, 2048, 1, bf16}, shape{600, 1024, 130, bf16}, shape{40, 2048, 1400, bf16},
+                          shape{48, 2048, 1, bf16}, shape{600, 1024, 8, bf16}, shape{256, 256, 16, bf16},
+                          shape{600, 1024, 130, bf16}, shape{40, 2048, 1400, bf16},
                           shape{300, 1024, 150, fp8}, shape{70, 512, 1, fp8}, shape{129, 256, 17, fp8},
                           shape{200, 1024, 140, fp4}, shape{45, 64, 3, fp4}, shape{64, 2048, 16, fp4}}) {
         CAPTURE(weight_form_name(s.form));
