@@ -220,7 +220,20 @@ TANDEM_AMX void amx::multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, co
         _tile_zero(1);
         _tile_zero(2);
         _tile_zero(3);
-        for (int64_t kb = 0; kb < xt.col_tiles; ++kb) {
+        if (!second_out && !second_rows) {
+            // One weight tile and at most 16 rows (a decode step's): each part's x tile in its own
+            // register (tiles 1–3 are free here), so no load waits for the product before it.
+            for (int64_t kb = 0; kb < xt.col_tiles; ++kb) {
+                _tile_loadd(4, t.a[0] + kb * 64, t.stride[0]);
+                _tile_loadd(6, xt.at(g, kb, 0), xt.stride());
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_loadd(7, xt.at(g, kb, 1), xt.stride());
+                _tile_dpbf16ps(0, 4, 7);
+                _tile_loadd(1, xt.at(g, kb, 2), xt.stride());
+                _tile_dpbf16ps(0, 4, 1);
+            }
+        }
+        for (int64_t kb = 0; kb < (second_out || second_rows ? xt.col_tiles : 0); ++kb) {
             _tile_loadd(4, t.a[0] + kb * 64, t.stride[0]);
             if (second_out) _tile_loadd(5, t.a[1] + kb * 64, t.stride[1]);
             for (int64_t p = 0; p < k_parts; ++p) {
@@ -235,9 +248,9 @@ TANDEM_AMX void amx::multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, co
             }
         }
         _tile_stored(0, c[0], 64);
-        _tile_stored(1, c[1], 64);
-        _tile_stored(2, c[2], 64);
-        _tile_stored(3, c[3], 64);
+        if (second_out) _tile_stored(1, c[1], 64);
+        if (second_rows) _tile_stored(2, c[2], 64);
+        if (second_out && second_rows) _tile_stored(3, c[3], 64);
         for (int h = 0; h < (second_out ? 2 : 1); ++h) {
             store_results(c[h], t.first[h], t.step, outputs[h], r, r1, y, ys);
             if (second_rows) store_results(c[2 + h], t.first[h], t.step, outputs[h], r + 16, r1, y, ys);

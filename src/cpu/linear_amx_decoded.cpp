@@ -242,8 +242,8 @@ TANDEM_AMX void decoded_tile(const x_tiles& xt, int64_t r0, int64_t r1, int64_t 
         _tile_dpbf16ps(0, 4, 6);
         _tile_loadd(7, xt.at(g, kb, 1), xt.stride());
         _tile_dpbf16ps(0, 4, 7);
-        _tile_loadd(6, xt.at(g, kb, 2), xt.stride());
-        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(1, xt.at(g, kb, 2), xt.stride());
+        _tile_dpbf16ps(0, 4, 1);
     }
     alignas(64) float c[256];
     _tile_stored(0, c, 64);
