@@ -107,8 +107,9 @@ TANDEM_AMX inline void store_results(const float* c, int64_t first, int64_t step
 
 // Rows [r0, r1) against one pair of weight tiles (the second may be absent), over all columns: per
 // block of 32 rows the 2 × 2 result tiles; per column tile the weight tiles, then for each part
-// (h, m, l) the rows' x tiles, each feeding two products. Every element's products run in one
-// order — column tile by column tile, h, m, l — whatever the tiles, rows or thread.
+// (h, m, l) the rows' x tiles, each feeding two products (one weight tile and at most 16 rows: the
+// three parts in three tile registers). Every element's products run in one order — column tile
+// by column tile, h, m, l — whatever the tiles, rows or thread.
 // Defined in linear_amx.cpp.
 TANDEM_AMX void multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, const weight_tiles& t,
                               const int64_t outputs[2], float* y, int64_t ys);

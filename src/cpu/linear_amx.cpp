@@ -208,7 +208,8 @@ TANDEM_AMX void run_tiles(const x_tiles& xt, int64_t r0, int64_t r1, const weigh
 }  // namespace
 
 // amx_tiles.h: per block of 32 rows the 2 × 2 result tiles; per column tile the weight tiles, then
-// for each part (h, m, l) the rows' x tiles, each feeding two products.
+// for each part (h, m, l) the rows' x tiles, each feeding two products; a lone weight tile with at
+// most 16 rows on its own path.
 TANDEM_AMX void amx::multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, const weight_tiles& t,
                                    const int64_t outputs[2], float* y, int64_t ys) {
     alignas(64) float c[4][256];
@@ -217,9 +218,6 @@ TANDEM_AMX void amx::multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, co
         const int64_t g = r / 16;
         const bool second_rows = r + 16 < r1;
         _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
         if (!second_out && !second_rows) {
             // One weight tile and at most 16 rows (a decode step's): each part's x tile in its own
             // register (tiles 1–3 are free here), so no load waits for the product before it.
@@ -232,18 +230,22 @@ TANDEM_AMX void amx::multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, co
                 _tile_loadd(1, xt.at(g, kb, 2), xt.stride());
                 _tile_dpbf16ps(0, 4, 1);
             }
-        }
-        for (int64_t kb = 0; kb < (second_out || second_rows ? xt.col_tiles : 0); ++kb) {
-            _tile_loadd(4, t.a[0] + kb * 64, t.stride[0]);
-            if (second_out) _tile_loadd(5, t.a[1] + kb * 64, t.stride[1]);
-            for (int64_t p = 0; p < k_parts; ++p) {
-                _tile_loadd(6, xt.at(g, kb, p), xt.stride());
-                _tile_dpbf16ps(0, 4, 6);
-                if (second_out) _tile_dpbf16ps(1, 5, 6);
-                if (second_rows) {
-                    _tile_loadd(7, xt.at(g + 1, kb, p), xt.stride());
-                    _tile_dpbf16ps(2, 4, 7);
-                    if (second_out) _tile_dpbf16ps(3, 5, 7);
+        } else {
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int64_t kb = 0; kb < xt.col_tiles; ++kb) {
+                _tile_loadd(4, t.a[0] + kb * 64, t.stride[0]);
+                if (second_out) _tile_loadd(5, t.a[1] + kb * 64, t.stride[1]);
+                for (int64_t p = 0; p < k_parts; ++p) {
+                    _tile_loadd(6, xt.at(g, kb, p), xt.stride());
+                    _tile_dpbf16ps(0, 4, 6);
+                    if (second_out) _tile_dpbf16ps(1, 5, 6);
+                    if (second_rows) {
+                        _tile_loadd(7, xt.at(g + 1, kb, p), xt.stride());
+                        _tile_dpbf16ps(2, 4, 7);
+                        if (second_out) _tile_dpbf16ps(3, 5, 7);
+                    }
                 }
             }
         }
