@@ -105,6 +105,18 @@ TANDEM_AMX inline void store_results(const float* c, int64_t first, int64_t step
         _mm512_mask_i32scatter_ps(y + (r + m) * ys + first, live, offsets, _mm512_castsi512_ps(by_row[m]), 4);
 }
 
+// tmm0 += the weight tile in tmm4 × x's three parts (h, m, l) of row group g, column tile kb — a
+// lone weight tile's products (at most 16 rows: tiles 1–3 are free). Each part has its own tile
+// register, so no load waits for the product before it.
+TANDEM_AMX inline void lone_tile_products(const x_tiles& xt, int64_t g, int64_t kb) {
+    _tile_loadd(6, xt.at(g, kb, 0), xt.stride());
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_loadd(7, xt.at(g, kb, 1), xt.stride());
+    _tile_dpbf16ps(0, 4, 7);
+    _tile_loadd(1, xt.at(g, kb, 2), xt.stride());
+    _tile_dpbf16ps(0, 4, 1);
+}
+
 // Rows [r0, r1) against one pair of weight tiles (the second may be absent), over all columns: per
 // block of 32 rows the 2 × 2 result tiles; per column tile the weight tiles, then for each part
 // (h, m, l) the rows' x tiles, each feeding two products (one weight tile and at most 16 rows: the

@@ -219,16 +219,10 @@ TANDEM_AMX void amx::multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, co
         const bool second_rows = r + 16 < r1;
         _tile_zero(0);
         if (!second_out && !second_rows) {
-            // One weight tile and at most 16 rows (a decode step's): each part's x tile in its own
-            // register (tiles 1–3 are free here), so no load waits for the product before it.
+            // One weight tile and at most 16 rows (a decode step's).
             for (int64_t kb = 0; kb < xt.col_tiles; ++kb) {
                 _tile_loadd(4, t.a[0] + kb * 64, t.stride[0]);
-                _tile_loadd(6, xt.at(g, kb, 0), xt.stride());
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_loadd(7, xt.at(g, kb, 1), xt.stride());
-                _tile_dpbf16ps(0, 4, 7);
-                _tile_loadd(1, xt.at(g, kb, 2), xt.stride());
-                _tile_dpbf16ps(0, 4, 1);
+                lone_tile_products(xt, g, kb);
             }
         } else {
             _tile_zero(1);

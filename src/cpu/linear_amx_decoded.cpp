@@ -241,12 +241,7 @@ TANDEM_AMX void decoded_tile(const x_tiles& xt, int64_t r0, int64_t r1, int64_t 
         const int64_t ahead = kb + k_ring - 1;
         if (ahead < col_tiles) decode(ahead, ring[ahead % k_ring]);
         _tile_loadd(4, ring[kb % k_ring], 64);
-        _tile_loadd(6, xt.at(g, kb, 0), xt.stride());
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_loadd(7, xt.at(g, kb, 1), xt.stride());
-        _tile_dpbf16ps(0, 4, 7);
-        _tile_loadd(1, xt.at(g, kb, 2), xt.stride());
-        _tile_dpbf16ps(0, 4, 1);
+        lone_tile_products(xt, g, kb);
     }
     alignas(64) float c[256];
     _tile_stored(0, c, 64);

@@ -32,7 +32,7 @@ struct weight_matrix {
     int64_t block_rows = 1, block_cols = 1, scale_cols = 0;
     // Multiply on AMX-BF16 tiles (cpu/amx.h: x in three bf16 parts, fp32 sums in the tile unit's
     // order) instead of the exact-order kernels. Set by the loader only with
-    // backend.cpu_matmul = "amx", only on BF16 matrices amx_fits() accepts.
+    // backend.cpu_matmul = "amx", only on matrices amx_fits() accepts (BF16, FP8, FP4).
     bool amx_tiles = false;
     // Set with amx_tiles (mark_for_tiles, cpu/amx.h) where every E8M0 scale code of this FP8 / FP4
     // view lies in the tiles' integer decode range — real checkpoints' do; others take the fp32
