@@ -3,7 +3,8 @@
 //   prefill (compute-bound):  achieved FLOP/s ÷ the FMA peak (theoretical peak printed beside it)
 //   batch-1 decode (memory):  weight bytes read per second ÷ STREAM-like read bandwidth
 //   batch-B decode:           tokens/s ÷ batch-1 tokens/s at the same context, beside the ratio a
-//                             roofline allows (see batch_ceiling)
+//                             roofline allows (see batch_ceiling), and tokens/s ÷ what a batch-B
+//                             step at its roofline floor would give (against the measured batch 1)
 // Each figure also prints the cores it used (process CPU seconds ÷ wall seconds): on a shared
 // machine that says how much of the threads the figure actually got.
 // Rounds are interleaved (prefill, batch 1, batch B, then again) and the best of each is kept:
@@ -375,6 +376,14 @@ int main(int argc, char** argv) {
                     "uniformly and does %.2f GFLOP, %s-bound); measured = %.2f of it\n",
                     (long long)batch, ceil.ratio, ceil.bytes / 1e6, ceil.flops / 1e9,
                     ceil.memory_bound ? "memory" : "compute", ratio / ceil.ratio);
+        // The ceiling above divides two roofline floors; a batch-1 step that reads part of its
+        // weights from a large cache runs faster than its floor, which the ratio then cannot show.
+        // So the batch-B floor again, against the batch 1 measured.
+        const double floor_tps = double(batch) / std::max(ceil.bytes / probe.best(), ceil.flops / peak.measured_flops);
+        std::printf("decode batch %lld at its roofline floor (bytes ÷ read bandwidth or FLOPs ÷ FMA peak): %.1f tok/s = %.2f x the measured batch 1 "
+                    "(which read its weights at %.2f of the read bandwidth); measured = %.2f of it\n",
+                    (long long)batch, floor_tps, floor_tps / best.decode1_tps, bytes * best.decode1_tps / probe.best(),
+                    best.decodeB_tps / floor_tps);
     }
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
     return 0;
