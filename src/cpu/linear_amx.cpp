@@ -99,17 +99,64 @@ TANDEM_AMX inline void split32(const float* x, __m512i out[k_parts]) {
     }
 }
 
+// For a tile of t < 16 rows (t words per column pair): register o of a part's tile holds its flat
+// words 16 o .. 16 o + 15; pair[t][16 o + q] is word (16 o + q)'s column pair, row[t][16 o + m] the
+// lanes whose word is row m's.
+struct interleave_plans {
+    alignas(64) uint32_t pair[16][16 * 15];
+    __mmask16 row[16][16 * 15];
+    interleave_plans() {
+        for (int t = 1; t < 16; ++t)
+            for (int o = 0; o < t; ++o) {
+                for (int m = 0; m < 16; ++m) row[t][16 * o + m] = 0;
+                for (int q = 0; q < 16; ++q) {
+                    const int e = 16 * o + q;
+                    pair[t][16 * o + q] = static_cast<uint32_t>(e / t);
+                    row[t][16 * o + e % t] |= static_cast<__mmask16>(1u << q);
+                }
+            }
+    }
+};
+const interleave_plans& interleaves() {
+    static const interleave_plans plans;
+    return plans;
+}
+
 // One group of 16 rows: per 32 columns, each row's three parts, then each part's 16 × 16 words
-// transposed into its tile (row i = column pair i of the 16 rows). A group with fewer rows (a
-// decode step's) writes only its rows' columns, word by word: a result column depends on its own
-// x column alone, so whatever the other columns hold (zeros, or finite parts of an earlier call's
-// rows) reaches only results nobody stores.
+// transposed into its tile (row i = column pair i of the 16 rows). A decode step's group (fewer
+// than 16 rows, its tiles just that wide) interleaves its rows' parts by permutes. The last group
+// of a longer prefill, short of 16 rows, writes only its rows' columns, word by word: a result
+// column depends on its own x column alone, so whatever the other columns hold (zeros, or finite
+// parts of an earlier call's rows) reaches only results nobody stores.
 TANDEM_AMX void pack_group(const float* x, int64_t xs, int64_t rows, int64_t cols, int64_t g, uint32_t* packed) {
     const x_tiles xt{packed, cols / k_cols_per_tile, tokens_of(rows)};
     const int64_t col_tiles = xt.col_tiles, tokens = xt.tokens, tile_words = 16 * tokens;
     const int64_t valid = rows - g * 16 < 16 ? rows - g * 16 : 16;
     uint32_t* base = const_cast<uint32_t*>(xt.at(g, 0, 0));
-    if (valid < 16) {
+    if (valid == tokens && valid < 16) {
+        // A decode step's rows: each part's tile is `tokens` registers of 16 words, word e being
+        // column pair e / tokens of row e % tokens — one permute per row and register instead of
+        // a store per word (the word-by-word copy below was ~4% of a `small` batch-16 step).
+        const interleave_plans& plans = interleaves();
+        const uint32_t* pairs = plans.pair[tokens];
+        const __mmask16* rows_of = plans.row[tokens];
+        for (int64_t kb = 0; kb < col_tiles; ++kb) {
+            __m512i parts[15][k_parts];
+            for (int64_t m = 0; m < valid; ++m) split32(x + (g * 16 + m) * xs + kb * k_cols_per_tile, parts[m]);
+            for (int p = 0; p < k_parts; ++p) {
+                uint32_t* tile = base + (kb * k_parts + p) * tile_words;
+                for (int64_t o = 0; o < tokens; ++o) {
+                    const __m512i pair = _mm512_load_si512(pairs + 16 * o);
+                    __m512i v = _mm512_permutexvar_epi32(pair, parts[0][p]);
+                    for (int64_t m = 1; m < tokens; ++m)
+                        v = _mm512_mask_permutexvar_epi32(v, rows_of[o * 16 + m], pair, parts[m][p]);
+                    _mm512_storeu_si512(tile + 16 * o, v);
+                }
+            }
+        }
+        return;
+    }
+    if (valid < 16) {  // the last group of a longer prefill: its tile keeps 16 columns
         alignas(64) uint32_t words[16];
         for (int64_t m = 0; m < valid; ++m)
             for (int64_t kb = 0; kb < col_tiles; ++kb) {

@@ -161,6 +161,28 @@ TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a 
     }
 }
 
+TEST_CASE("amx: a decode step of every width from 1 to 16 rows gives each row the bits it has alone") {
+    // A step's x is packed only as wide as its rows (1-15: interleaved by permutes, one plan per
+    // width; 16: transposed), so every width is its own packing: each must hand every row its own
+    // columns. 16 rows hold distinct rows; the first t of them as a step of t must give the same bits.
+    thread_pool two(2);
+    for (const weight_form form : {weight_form::bf16, weight_form::fp4_e2m1}) {
+        problem p(96, 256, 16, 5, form);
+        const weight_matrix tiles = p.tiles();
+        const std::vector<float> all = p.run(two, tiles);
+        for (int64_t t = 1; t <= 16; ++t) {
+            CAPTURE(weight_form_name(form));
+            CAPTURE(t);
+            std::vector<float> y(static_cast<size_t>(t * p.outputs), -1.0f);
+            linear(two, p.x.data(), t, p.cols, tiles, y.data(), p.outputs);
+            CHECK(same_bits(y.data(), all.data(), y.size()));
+            std::vector<float> alone(static_cast<size_t>(p.outputs));
+            linear(two, p.x.data() + (t - 1) * p.cols, 1, p.cols, tiles, alone.data(), p.outputs);
+            CHECK(same_bits(alone.data(), all.data() + (t - 1) * p.outputs, alone.size()));
+        }
+    }
+}
+
 TEST_CASE("amx: every FP8 and FP4 code under every E8M0 scale reaches the tiles as its exact value") {
     // x = the identity, so y[r, o] = w(o, r) · 1 exactly: the decoded weight itself. Scale codes
     // from 0 take the fp32 decode route (the matrix is not amx_fast_scales); from 10 (FP8) / 2 (FP4)
