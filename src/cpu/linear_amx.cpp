@@ -78,27 +78,6 @@ const tile_configs& configs() {
 }
 TANDEM_AMX void configure_tiles(int64_t tokens) { _tile_loadconfig(&configs().by_tokens[tokens]); }
 
-// The three parts of 32 values, each as 16 words of two bf16 (column 2i low, 2i + 1 high), by
-// VCVTNE2PS2BF16 (round to nearest even; NaN stays NaN; like the tiles, it takes fp32 denormals as
-// zero — a part that small is below what TDPBF16PS adds anyway).
-TANDEM_AMX inline void split32(const float* x, __m512i out[k_parts]) {
-    __m512 rest[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
-    const __m512 inf = _mm512_set1_ps(__builtin_inff());
-    for (int p = 0; p < k_parts; ++p) {
-        const __m512i words = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(rest[1], rest[0]));
-        out[p] = words;
-        if (p + 1 == k_parts) break;
-        for (int h = 0; h < 2; ++h) {
-            const __m256i half = h == 0 ? _mm512_castsi512_si256(words) : _mm512_extracti64x4_epi64(words, 1);
-            const __m512 taken = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
-            // x − part is exact (Sterbenz: the part is x rounded, same sign, within a factor 2). A
-            // non-finite part (inf, NaN, or a value past bf16's range) leaves nothing to add.
-            const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(taken), inf, _CMP_LT_OQ);
-            rest[h] = _mm512_maskz_sub_ps(finite, rest[h], taken);
-        }
-    }
-}
-
 // For a tile of t < 16 rows (t words per column pair): register o of a part's tile holds its flat
 // words 16 o .. 16 o + 15; pair[t][16 o + q] is word (16 o + q)'s column pair, row[t][16 o + m] the
 // lanes whose word is row m's.

@@ -22,6 +22,7 @@
 #include "cache/codec.h"
 #include "core/check.h"
 #include "core/exp_f32.h"
+#include "cpu/attention_amx.h"
 #include "cpu/kernels.h"
 #include "model/forward.h"
 #include "model/numerics.h"
@@ -446,7 +447,34 @@ private:
 
     // Softmax with sink over {window rows by position, selected compressed rows by index}, per
     // (row, head); then the inverse RoPE at the query position.
+    // Row r's keys, in the order its weighted sum takes them: the window (the chunk's own rows, the
+    // ring before them), then the compressed rows it selected.
+    void gather_keys(int64_t r, std::vector<const float*>& keys) const {
+        const int64_t t = b_.pos[r];
+        const size_t si = static_cast<size_t>(seq_of_[static_cast<size_t>(r)]);
+        const batch_seq& s = b_.seqs[si];
+        const seq_view& v = views_[si];
+        keys.clear();
+        for (int64_t p = std::max<int64_t>(0, t - W_ + 1); p <= t; ++p)
+            keys.push_back(p >= s.start_pos ? &kv_[(s.row0 + p - s.start_pos) * D_] : &v.window[(p % W_) * D_]);
+        if (aw_.has_compressor)
+            for (int32_t wv : selected_[static_cast<size_t>(r)])
+                keys.push_back(&v.comp[int64_t{v.comp_slot[static_cast<size_t>(wv)]} * D_]);
+    }
+
+    // One head's scores into probabilities, in place: the sink takes its share of the softmax.
+    void softmax(float* lg, int64_t n, int64_t h, float scale) const {
+        const float sink = aw_.sink.ptr()[h];
+        const float mx = scale_and_max(lg, n, scale, sink);
+        // exp_f32 (core/exp_f32.h), eight lanes at a time, not std::exp per key: the GPU's kernels
+        // (cuda/host/kernel_math.h) run the same fma sequence, so their softmax is bitwise this one.
+        float denom = cpu::exp_shifted(lg, n, mx);
+        denom += exp_f32(sink - mx);
+        for (int64_t j = 0; j < n; ++j) lg[j] = lg[j] / denom;
+    }
+
     void attend() {
+        if (on_tiles()) return attend_on_tiles();
         o_.assign(static_cast<size_t>(T_ * H_ * D_), 0.0f);
         const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
         m_.pool->parallel_for(T_ * H_, 1, [&](int64_t i0, int64_t i1) {
@@ -457,19 +485,10 @@ private:
             sn.resize(rope_.inv_freq.size());
             int64_t keys_of = -1;  // the row `keys`, cs and sn hold: a piece's heads of one row share them
             for (int64_t i = i0; i < i1;) {
-                const int64_t r = i / H_, h = i % H_, t = b_.pos[r];
+                const int64_t r = i / H_, h = i % H_;
                 if (r != keys_of) {
-                    const size_t si = static_cast<size_t>(seq_of_[static_cast<size_t>(r)]);
-                    const batch_seq& s = b_.seqs[si];
-                    const seq_view& v = views_[si];
-                    keys.clear();
-                    for (int64_t p = std::max<int64_t>(0, t - W_ + 1); p <= t; ++p)
-                        keys.push_back(p >= s.start_pos ? &kv_[(s.row0 + p - s.start_pos) * D_]
-                                                        : &v.window[(p % W_) * D_]);
-                    if (aw_.has_compressor)
-                        for (int32_t wv : selected_[static_cast<size_t>(r)])
-                            keys.push_back(&v.comp[int64_t{v.comp_slot[static_cast<size_t>(wv)]} * D_]);
-                    rope_.angles(t, true, cs.data(), sn.data());
+                    gather_keys(r, keys);
+                    rope_.angles(b_.pos[r], true, cs.data(), sn.data());
                     keys_of = r;
                 }
                 // This head and, when the piece holds it, the row's next one: their scores in one
@@ -479,18 +498,45 @@ private:
                 cpu::dots_heads(&q_[i * D_], D_, heads, keys.data(), n, D_, logit.data(), n);
                 for (int64_t e = 0; e < heads; ++e, ++i) {
                     float* lg = &logit[static_cast<size_t>(e * n)];
-                    const float sink = aw_.sink.ptr()[h + e];
-                    const float mx = scale_and_max(lg, n, scale, sink);
-                    // exp_f32 (core/exp_f32.h), eight lanes at a time, not std::exp per key: the
-                    // GPU's kernels (cuda/host/kernel_math.h) run the same fma sequence, so their
-                    // softmax is bitwise this one.
-                    float denom = cpu::exp_shifted(lg, n, mx);
-                    denom += exp_f32(sink - mx);
+                    softmax(lg, n, h + e, scale);
                     float* oh = &o_[i * D_];
-                    for (int64_t j = 0; j < n; ++j) lg[j] = lg[j] / denom;
                     cpu::axpys(lg, keys.data(), n, oh, D_);
                     rope_.rotate(oh + N_, cs.data(), sn.data());  // K = V carried RoPE at the key position: undo at the query's
                 }
+            }
+        });
+    }
+
+    // backend.cpu_matmul = "amx" with a bf16 or fp8 KV cache (its rows exactly bf16): each row's
+    // scores and weighted sums for all its heads on tiles (cpu/attention_amx.h), the softmax as
+    // above. A row's bits depend on its own q and key list only, as in the vector path.
+    bool on_tiles() const {
+        const bool bf16_rows = kv_fmt_.encoding == cache::row_encoding::kv_bf16 ||
+                               kv_fmt_.encoding == cache::row_encoding::kv_fp8;
+        return m_.opt.amx_matmul && bf16_rows && cpu::amx_attention_fits(D_);
+    }
+
+    void attend_on_tiles() {
+        fit(o_, T_ * H_ * D_);  // every element written
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
+        m_.pool->parallel_for(T_, 1, [&](int64_t r0, int64_t r1) {
+            thread_local std::vector<const float*> keys;
+            thread_local std::vector<float> logit;
+            thread_local std::vector<float> cs, sn;
+            thread_local cpu::amx_attention_row tiles;
+            cs.resize(rope_.inv_freq.size());
+            sn.resize(rope_.inv_freq.size());
+            for (int64_t r = r0; r < r1; ++r) {
+                gather_keys(r, keys);
+                rope_.angles(b_.pos[r], true, cs.data(), sn.data());
+                const int64_t n = static_cast<int64_t>(keys.size());
+                logit.resize(static_cast<size_t>(H_ * n));
+                tiles.load_keys(keys.data(), n, D_);
+                tiles.scores(&q_[r * H_ * D_], H_, logit.data(), n);
+                for (int64_t h = 0; h < H_; ++h) softmax(&logit[static_cast<size_t>(h * n)], n, h, scale);
+                float* o = &o_[r * H_ * D_];
+                tiles.weighted_sums(logit.data(), n, H_, o, D_);
+                for (int64_t h = 0; h < H_; ++h) rope_.rotate(o + h * D_ + N_, cs.data(), sn.data());
             }
         });
     }

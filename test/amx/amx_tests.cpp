@@ -5,6 +5,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "cpu/amx.h"
+#include "cpu/attention_amx.h"
 #include "cpu/kernels.h"
 #include "model/weights.h"
 #include "model_test_util.h"
@@ -183,6 +185,89 @@ TEST_CASE("amx: a decode step of every width from 1 to 16 rows gives each row th
     }
 }
 
+TEST_CASE("amx: attention's scores and weighted sums on tiles are within fp32 rounding of the exact sums, and a "
+          "score never depends on the other keys or heads") {
+    // Keys exactly bf16 (as a bf16 / fp8 KV cache holds them), q over many magnitudes (its three
+    // parts all carry bits), p in [0, 1]. Head counts below, at and past one 16-head tile group;
+    // key counts around the 16-key and 32-key tiles; widths of one and several 64-column steps.
+    std::mt19937_64 rng(41);
+    std::normal_distribution<float> nd;
+    const auto bf16_value = [&](float f) {
+        const uint32_t b = uint32_t{to_bf16(f)} << 16;
+        float v;
+        std::memcpy(&v, &b, 4);
+        return v;
+    };
+    struct shape { int64_t heads, dim, n; };
+    for (const shape s : {shape{16, 128, 150}, shape{4, 128, 1}, shape{4, 128, 17}, shape{20, 96, 33},
+                          shape{64, 512, 48}, shape{8, 32, 16}, shape{1, 64, 31}}) {
+        CAPTURE(s.heads);
+        CAPTURE(s.dim);
+        CAPTURE(s.n);
+        std::vector<float> key_values(static_cast<size_t>(s.n * s.dim)), q(static_cast<size_t>(s.heads * s.dim));
+        for (auto& v : key_values) v = bf16_value(nd(rng));
+        for (auto& v : q) v = nd(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 21) - 10);
+        std::vector<const float*> keys;
+        for (int64_t j = 0; j < s.n; ++j) keys.push_back(&key_values[static_cast<size_t>(j * s.dim)]);
+        amx_attention_row row;
+        row.load_keys(keys.data(), s.n, s.dim);
+        const int64_t stride = s.n + 3;  // not the key count: the stride is honoured
+        std::vector<float> scores(static_cast<size_t>(s.heads * stride), -7.0f);
+        row.scores(q.data(), s.heads, scores.data(), stride);
+        double worst = 0;
+        bool pad_kept = true;
+        for (int64_t h = 0; h < s.heads; ++h) {
+            for (int64_t j = 0; j < s.n; ++j) {
+                double sum = 0, mag = 0;
+                for (int64_t i = 0; i < s.dim; ++i) {
+                    const double t = double(q[h * s.dim + i]) * key_values[j * s.dim + i];
+                    sum += t;
+                    mag += std::fabs(t);
+                }
+                worst = std::max(worst, std::fabs(scores[h * stride + j] - sum) / mag);
+            }
+            for (int64_t j = s.n; j < stride; ++j) pad_kept = pad_kept && scores[h * stride + j] == -7.0f;
+        }
+        CHECK(worst < 1e-6);
+        CHECK(pad_kept);  // only the n scores are written
+
+        // The last key alone, the last head alone: the same bits (a score is its own dot product).
+        amx_attention_row alone;
+        alone.load_keys(keys.data() + s.n - 1, 1, s.dim);
+        std::vector<float> one(static_cast<size_t>(s.heads));
+        alone.scores(q.data(), s.heads, one.data(), 1);
+        bool same = true;
+        for (int64_t h = 0; h < s.heads; ++h) same = same && one[h] == scores[h * stride + s.n - 1];
+        CHECK(same);
+        std::vector<float> last(static_cast<size_t>(s.n));
+        row.scores(q.data() + (s.heads - 1) * s.dim, 1, last.data(), s.n);
+        CHECK(same_bits(last.data(), scores.data() + (s.heads - 1) * stride, last.size()));
+
+        // Weighted sums of the same keys.
+        std::vector<float> p(static_cast<size_t>(s.heads * stride));
+        std::uniform_real_distribution<float> ud(0.0f, 1.0f);
+        for (auto& v : p) v = ud(rng);
+        std::vector<float> out(static_cast<size_t>(s.heads * (s.dim + 5)), -7.0f);
+        row.weighted_sums(p.data(), stride, s.heads, out.data(), s.dim + 5);
+        double worst_sum = 0;
+        for (int64_t h = 0; h < s.heads; ++h)
+            for (int64_t i = 0; i < s.dim; ++i) {
+                double sum = 0, mag = 0;
+                for (int64_t j = 0; j < s.n; ++j) {
+                    const double t = double(p[h * stride + j]) * key_values[j * s.dim + i];
+                    sum += t;
+                    mag += std::fabs(t);
+                }
+                worst_sum = std::max(worst_sum, std::fabs(out[h * (s.dim + 5) + i] - sum) / mag);
+            }
+        CHECK(worst_sum < 1e-6);
+        bool tail_kept = true;
+        for (int64_t h = 0; h < s.heads; ++h)
+            for (int64_t i = s.dim; i < s.dim + 5; ++i) tail_kept = tail_kept && out[h * (s.dim + 5) + i] == -7.0f;
+        CHECK(tail_kept);
+    }
+}
+
 TEST_CASE("amx: every FP8 and FP4 code under every E8M0 scale reaches the tiles as its exact value") {
     // x = the identity, so y[r, o] = w(o, r) · 1 exactly: the decoded weight itself. Scale codes
     // from 0 take the fp32 decode route (the matrix is not amx_fast_scales); from 10 (FP8) / 2 (FP4)
@@ -258,15 +343,16 @@ TEST_CASE("amx: inf and NaN in x reach the outputs as in the exact kernels") {
 
 namespace {
 
-// A generated model on tiles against the same model on the exact kernels.
-void check_model_on_tiles(const std::string& preset) {
+// A generated model on tiles against the same model on the exact kernels, both with KV cache rows
+// of `kv`: fp32 keeps attention in vector code (its rows are not bf16 values), bf16 and fp8 put its
+// scores and weighted sums on tiles too (cpu/attention_amx.h).
+void check_model_on_tiles(const std::string& preset, cache::kv_dtype kv) {
     using namespace tandem::model;
     using namespace tandem::model::testing;
     temp_dir dir("amx_" + preset);
     make_checkpoint(preset, 3, dir.str());
-    session exact(dir.str(), 2);
-    session tiles(dir.str(), 2, cache::kv_dtype::fp32, cache::index_k_dtype::fp32, numerics_mode::hf,
-                  int64_t{256} << 20, true);
+    session exact(dir.str(), 2, kv, cache::index_k_dtype::fp32, numerics_mode::hf, int64_t{256} << 20, false);
+    session tiles(dir.str(), 2, kv, cache::index_k_dtype::fp32, numerics_mode::hf, int64_t{256} << 20, true);
     // The weights on tiles: tiny-bf16 every matrix but the embedding (over half its bf16 bytes);
     // tiny-fp8 every FP8 and FP4 matrix (and its bf16 head).
     const weight_memory& mem = tiles.m->memory();
@@ -288,8 +374,16 @@ void check_model_on_tiles(const std::string& preset) {
     const std::vector<float> got = tiles.run(tiles.new_sequence(), a, 0, true);
     REQUIRE(got.size() == want.size());
     const int64_t vocab = tiles.m->config().vocab_size, positions = int64_t(a.size());
-    // The golden tests' bound: max |diff| ≤ 1e-4 × max |logit| per position; the same argmax where the
-    // exact top two are further apart than that.
+    // fp32 KV rows: the golden tests' bound, max |diff| ≤ 1e-4 × max |logit| at every position, and
+    // the same argmax where the exact top two are further apart than that. bf16 / fp8 rows: each
+    // side rounds its own rows to the cache's format, and a row that differs within fp32 rounding
+    // can round to the next bf16 (2^-8 apart) — which later positions then carry (measured: worst
+    // 2.1e-4 bf16, 2.9e-4 fp8; 3.8e-4 and 5.7e-5 with attention in vector code, median 2.5e-5 and
+    // 1.3e-5) — so, as in the golden suite's compact storage test, the typical position is held to
+    // the bound and the worst to the format's.
+    const bool lossy = kv != cache::kv_dtype::fp32;
+    const float bound = 1e-4f, worst_bound = kv == cache::kv_dtype::fp8 ? 1e-2f : 2e-3f, margin = lossy ? 2e-2f : 2e-4f;
+    std::vector<float> ratios;
     int argmax_checked = 0;
     for (int64_t pos = 0; pos < positions; ++pos) {
         const float* e = want.data() + pos * vocab;
@@ -303,9 +397,10 @@ void check_model_on_tiles(const std::string& preset) {
             else if (v != best && (second < 0 || e[v] > e[second])) second = v;
         }
         CAPTURE(pos);
-        CHECK(diff <= 1e-4f * max_abs);
+        ratios.push_back(diff / max_abs);
+        CHECK(diff <= (lossy ? worst_bound : bound) * max_abs);
         CHECK(diff > 0.0f);  // the tiles really ran: not the exact kernels' bits
-        if (e[best] - e[second] > 2e-4f * max_abs) {
+        if (e[best] - e[second] > margin * max_abs) {
             int64_t gbest = 0;
             for (int64_t v = 1; v < vocab; ++v)
                 if (g[v] > g[gbest]) gbest = v;
@@ -313,12 +408,15 @@ void check_model_on_tiles(const std::string& preset) {
             ++argmax_checked;
         }
     }
+    std::sort(ratios.begin(), ratios.end());
+    MESSAGE(std::string(cache::kv_dtype_name(kv)), " KV rows: median |diff|/max|logit| ", ratios[ratios.size() / 2], ", worst ",
+            ratios.back(), ", argmax checked at ", argmax_checked, " positions");
+    CHECK(ratios[ratios.size() / 2] <= bound);
     CHECK(argmax_checked > positions / 2);
 
     // Token-by-token decode batched with another sequence's prefill, on one thread: the same bits
     // as the two-thread full prefill.
-    session one(dir.str(), 1, cache::kv_dtype::fp32, cache::index_k_dtype::fp32, numerics_mode::hf,
-                int64_t{256} << 20, true);
+    session one(dir.str(), 1, kv, cache::index_k_dtype::fp32, numerics_mode::hf, int64_t{256} << 20, true);
     auto sa = one.new_sequence(), sb = one.new_sequence();
     const std::vector<float> head = one.run(sa, std::span<const int32_t>(a.data(), 35), 0, true);
     CHECK(same_bits(head.data(), got.data(), head.size()));
@@ -330,12 +428,14 @@ void check_model_on_tiles(const std::string& preset) {
 
 TEST_CASE("amx: a BF16 model on tiles stays within the golden tolerance of the exact kernels and keeps chunk, "
           "batch and thread invariance bitwise") {
-    check_model_on_tiles("tiny-bf16");
+    SUBCASE("fp32 KV rows: attention in vector code") { check_model_on_tiles("tiny-bf16", cache::kv_dtype::fp32); }
+    SUBCASE("bf16 KV rows: attention on tiles too") { check_model_on_tiles("tiny-bf16", cache::kv_dtype::bf16); }
 }
 
 TEST_CASE("amx: an FP8 + FP4 model on tiles (its stored values decoded to bf16) stays within the golden "
           "tolerance of the exact kernels and keeps chunk, batch and thread invariance bitwise") {
-    check_model_on_tiles("tiny-fp8");
+    SUBCASE("fp32 KV rows: attention in vector code") { check_model_on_tiles("tiny-fp8", cache::kv_dtype::fp32); }
+    SUBCASE("fp8 KV rows: attention on tiles too") { check_model_on_tiles("tiny-fp8", cache::kv_dtype::fp8); }
 }
 
 int main(int argc, char** argv) {
