@@ -63,16 +63,23 @@ const attention_configs& configs() {
     return all;
 }
 
-// Each key's values as bf16 (exact: the caller's keys are bf16 values), rows n .. padded zero;
+// Each key's values as bf16 (exact: the caller's keys are bf16 values; a bf16 row as it is — the
+// tiles take its denormals as zero, as the conversion from fp32 does), rows n .. padded zero;
 // then every pair of keys interleaved column by column: pairs[(j / 2) · dim + i] holds
 // (k_j[i], k_{j+1}[i]) for even j.
-TANDEM_AMX void convert_keys(const float* const* keys, int64_t n, int64_t padded, int64_t dim, uint16_t* out,
+TANDEM_AMX void convert_keys(const key_row* keys, int64_t n, int64_t padded, int64_t dim, uint16_t* out,
                              uint16_t* pairs) {
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = 0; j < n; ++j) {
+        if (keys[j].bf16) {
+            std::memcpy(out + j * dim, keys[j].values, static_cast<size_t>(dim) * sizeof(uint16_t));
+            continue;
+        }
+        const float* k = static_cast<const float*>(keys[j].values);
         for (int64_t c = 0; c < dim; c += 32) {
-            const __m512bh words = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(keys[j] + c + 16), _mm512_loadu_ps(keys[j] + c));
+            const __m512bh words = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(k + c + 16), _mm512_loadu_ps(k + c));
             _mm512_storeu_si512(out + j * dim + c, reinterpret_cast<__m512i>(words));
         }
+    }
     std::memset(out + n * dim, 0, static_cast<size_t>((padded - n) * dim) * sizeof(uint16_t));
     alignas(64) static constexpr uint16_t low[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
                                                      8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
@@ -226,7 +233,7 @@ TANDEM_AMX void all_sums(const uint16_t* pairs, int64_t n, int64_t padded, int64
 
 bool amx_attention_fits(int64_t dim) { return dim > 0 && dim % 32 == 0 && amx_bf16_available(); }
 
-void amx_attention_row::load_keys(const float* const* keys, int64_t n, int64_t dim) {
+void amx_attention_row::load_keys(const key_row* keys, int64_t n, int64_t dim) {
     n_ = n;
     dim_ = dim;
     padded_ = (n + 31) / 32 * 32;
@@ -253,7 +260,7 @@ void amx_attention_row::weighted_sums(const float* p, int64_t p_stride, int64_t 
 
 namespace tandem::cpu {
 bool amx_attention_fits(int64_t) { return false; }
-void amx_attention_row::load_keys(const float* const*, int64_t, int64_t) {}
+void amx_attention_row::load_keys(const key_row*, int64_t, int64_t) {}
 void amx_attention_row::scores(const float*, int64_t, float*, int64_t) {}
 void amx_attention_row::weighted_sums(const float*, int64_t, int64_t, float*, int64_t) {}
 }  // namespace tandem::cpu

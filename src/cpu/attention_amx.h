@@ -27,12 +27,18 @@ namespace tandem::cpu {
 // Whether the tiles take rows of `dim` values (a multiple of 32) in this process.
 bool amx_attention_fits(int64_t dim);
 
+// One key row: `dim` floats holding bf16 values, or the `dim` bf16 values themselves (a bf16 KV
+// cache row, read in place: no decode to fp32 and back). Either gives the same products.
+struct key_row {
+    const void* values = nullptr;
+    bool bf16 = false;
+};
+
 // One query row's attention products. Per thread (its buffers are reused row after row).
 class amx_attention_row {
 public:
-    // Takes the row's n keys (each `dim` floats, values exactly bf16): copied once as bf16 for
-    // both products.
-    void load_keys(const float* const* keys, int64_t n, int64_t dim);
+    // Takes the row's n keys: copied once as bf16 for both products.
+    void load_keys(const key_row* keys, int64_t n, int64_t dim);
     // scores[h · stride + j] = q_h · k_j for heads h < heads (q_h = q + h · dim), j < n.
     void scores(const float* q, int64_t heads, float* scores, int64_t stride);
     // out[h · out_stride + i] = Σ_j p[h · p_stride + j] · k_j[i] for every i < dim: written, not added.

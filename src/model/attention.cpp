@@ -303,6 +303,7 @@ private:
     // positions from the chunk), and each is decoded here: no zero fill. Those positions are at
     // most two runs of the ring (it wraps once at most).
     void read_seq_state(const batch_seq& s, seq_view& v) const {
+        if (rows_in_place()) return;
         const std::byte* ring = cp_.window_ring(s.slot);
         for (int64_t p = std::max<int64_t>(0, s.start_pos - W_); p < s.start_pos;) {
             const int64_t row = p % W_, n = std::min(s.start_pos - p, W_ - row);
@@ -432,6 +433,7 @@ private:
         int32_t used = 0;
         for (int64_t wv = 0; wv < v.n_rows; ++wv)
             if (v.comp_slot[wv] == 0) v.comp_slot[wv] = used++;
+        if (rows_in_place()) return;
         for (int64_t wv = 0; wv < v.n_rows;) {
             const int32_t slot = v.comp_slot[wv];
             if (slot < 0) {
@@ -516,18 +518,43 @@ private:
         return m_.opt.amx_matmul && bf16_rows && cpu::amx_attention_fits(D_);
     }
 
+    // A bf16 cache's rows go to the tiles as they are stored: read_state() and decode_selected()
+    // then decode nothing (the window and the selected compressed rows were ~3% of a `small`
+    // batch-16 step's samples, decoded to fp32 only to be converted back).
+    bool rows_in_place() const { return on_tiles() && kv_fmt_.encoding == cache::row_encoding::kv_bf16; }
+
+    // Row r's keys for the tiles, in gather_keys' order.
+    void gather_key_rows(int64_t r, std::vector<const float*>& f32, std::vector<cpu::key_row>& keys) const {
+        keys.clear();
+        if (!rows_in_place()) {
+            gather_keys(r, f32);
+            for (const float* k : f32) keys.push_back(cpu::key_row{k, false});
+            return;
+        }
+        const int64_t t = b_.pos[r];
+        const batch_seq& s = b_.seqs[static_cast<size_t>(seq_of_[static_cast<size_t>(r)])];
+        const std::byte* ring = cp_.window_ring(s.slot);
+        for (int64_t p = std::max<int64_t>(0, t - W_ + 1); p <= t; ++p)
+            keys.push_back(p >= s.start_pos ? cpu::key_row{&kv_[(s.row0 + p - s.start_pos) * D_], false}
+                                            : cpu::key_row{ring + (p % W_) * kv_fmt_.bytes, true});
+        if (aw_.has_compressor)
+            for (int32_t wv : selected_[static_cast<size_t>(r)])
+                keys.push_back(cpu::key_row{cp_.row(s.slot, cache::buffer_kind::compressed_kv, wv), true});
+    }
+
     void attend_on_tiles() {
         fit(o_, T_ * H_ * D_);  // every element written
         const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
         m_.pool->parallel_for(T_, 1, [&](int64_t r0, int64_t r1) {
-            thread_local std::vector<const float*> keys;
+            thread_local std::vector<const float*> f32;
+            thread_local std::vector<cpu::key_row> keys;
             thread_local std::vector<float> logit;
             thread_local std::vector<float> cs, sn;
             thread_local cpu::amx_attention_row tiles;
             cs.resize(rope_.inv_freq.size());
             sn.resize(rope_.inv_freq.size());
             for (int64_t r = r0; r < r1; ++r) {
-                gather_keys(r, keys);
+                gather_key_rows(r, f32, keys);
                 rope_.angles(b_.pos[r], true, cs.data(), sn.data());
                 const int64_t n = static_cast<int64_t>(keys.size());
                 logit.resize(static_cast<size_t>(H_ * n));

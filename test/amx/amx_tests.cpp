@@ -207,8 +207,8 @@ TEST_CASE("amx: attention's scores and weighted sums on tiles are within fp32 ro
         std::vector<float> key_values(static_cast<size_t>(s.n * s.dim)), q(static_cast<size_t>(s.heads * s.dim));
         for (auto& v : key_values) v = bf16_value(nd(rng));
         for (auto& v : q) v = nd(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 21) - 10);
-        std::vector<const float*> keys;
-        for (int64_t j = 0; j < s.n; ++j) keys.push_back(&key_values[static_cast<size_t>(j * s.dim)]);
+        std::vector<key_row> keys;
+        for (int64_t j = 0; j < s.n; ++j) keys.push_back(key_row{&key_values[static_cast<size_t>(j * s.dim)], false});
         amx_attention_row row;
         row.load_keys(keys.data(), s.n, s.dim);
         const int64_t stride = s.n + 3;  // not the key count: the stride is honoured
@@ -265,6 +265,19 @@ TEST_CASE("amx: attention's scores and weighted sums on tiles are within fp32 ro
         for (int64_t h = 0; h < s.heads; ++h)
             for (int64_t i = s.dim; i < s.dim + 5; ++i) tail_kept = tail_kept && out[h * (s.dim + 5) + i] == -7.0f;
         CHECK(tail_kept);
+
+        // The keys as bf16 rows (a bf16 cache's, read in place), every other one: the same bits.
+        std::vector<uint16_t> stored(key_values.size());
+        for (size_t i = 0; i < stored.size(); ++i) stored[i] = to_bf16(key_values[i]);
+        std::vector<key_row> mixed = keys;
+        for (int64_t j = 0; j < s.n; j += 2) mixed[static_cast<size_t>(j)] = key_row{&stored[static_cast<size_t>(j * s.dim)], true};
+        amx_attention_row in_place;
+        in_place.load_keys(mixed.data(), s.n, s.dim);
+        std::vector<float> scores_in_place(scores.size(), -7.0f), out_in_place(out.size(), -7.0f);
+        in_place.scores(q.data(), s.heads, scores_in_place.data(), stride);
+        in_place.weighted_sums(p.data(), stride, s.heads, out_in_place.data(), s.dim + 5);
+        CHECK(same_bits(scores_in_place.data(), scores.data(), scores.size()));
+        CHECK(same_bits(out_in_place.data(), out.data(), out.size()));
     }
 }
 
