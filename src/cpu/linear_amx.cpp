@@ -246,7 +246,14 @@ TANDEM_AMX void amx::multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, co
         _tile_zero(0);
         if (!second_out && !second_rows) {
             // One weight tile and at most 16 rows (a decode step's).
+            // Each of the tile's 16 rows fetched 256 bytes (four column tiles) ahead. From memory
+            // (K = 1024, 512 MiB, alternating runs) a 1-row GEMV +8-12%, 4 rows +12-19%, 16 rows
+            // +11-17%: the L2 streamer alone left the tiles ~10% behind the exact GEMV.
+            constexpr int64_t ahead = 4;
             for (int64_t kb = 0; kb < xt.col_tiles; ++kb) {
+                if (kb + ahead < xt.col_tiles)
+                    for (int64_t i = 0; i < 16; ++i)
+                        _mm_prefetch(reinterpret_cast<const char*>(t.a[0] + (kb + ahead) * 64 + i * t.stride[0]), _MM_HINT_T0);
                 _tile_loadd(4, t.a[0] + kb * 64, t.stride[0]);
                 lone_tile_products(xt, g, kb);
             }
