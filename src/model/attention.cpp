@@ -294,6 +294,7 @@ private:
             views_[si].n_rows = aw_.has_compressor ? (s.start_pos + s.rows) / m_rate_ : 0;
             views_[si].window = &sc_.window[si * static_cast<size_t>(W_ * D_)];
         }
+        if (rows_in_place()) return;  // nothing to decode: no pass
         m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
             for (int64_t si = s0; si < s1; ++si) read_seq_state(b_.seqs[static_cast<size_t>(si)], views_[static_cast<size_t>(si)]);
         });
@@ -303,7 +304,6 @@ private:
     // positions from the chunk), and each is decoded here: no zero fill. Those positions are at
     // most two runs of the ring (it wraps once at most).
     void read_seq_state(const batch_seq& s, seq_view& v) const {
-        if (rows_in_place()) return;
         const std::byte* ring = cp_.window_ring(s.slot);
         for (int64_t p = std::max<int64_t>(0, s.start_pos - W_); p < s.start_pos;) {
             const int64_t row = p % W_, n = std::min(s.start_pos - p, W_ - row);
@@ -418,6 +418,7 @@ private:
             at += static_cast<size_t>(views_[si].n_rows);
             row += static_cast<size_t>(selectable(si));
         }
+        if (rows_in_place()) return;  // attend reads the selected rows in the cache: no pass
         m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
             for (int64_t si = s0; si < s1; ++si)
                 decode_seq_selected(b_.seqs[static_cast<size_t>(si)], views_[static_cast<size_t>(si)]);
@@ -433,7 +434,6 @@ private:
         int32_t used = 0;
         for (int64_t wv = 0; wv < v.n_rows; ++wv)
             if (v.comp_slot[wv] == 0) v.comp_slot[wv] = used++;
-        if (rows_in_place()) return;
         for (int64_t wv = 0; wv < v.n_rows;) {
             const int32_t slot = v.comp_slot[wv];
             if (slot < 0) {
