@@ -36,6 +36,15 @@ inline int64_t rows_per_page(const weight_matrix& w) {
 
 namespace tandem::cpu::amx {
 
+// LDTILECFG's 64-byte operand: palette 1 and, per tile register, its rows and bytes per row (0:
+// unused). Configurations live in static storage (see linear_amx.cpp's tile_configs).
+struct alignas(64) tile_config {
+    uint8_t palette = 1, start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+
 // x packed for the tiles (amx_pack): per group of 16 rows, per 32 columns, per part, a tile of 16
 // column pairs × `tokens` rows of x — 16, or a job's rows where it has fewer (a decode step's), so a
 // 1-row GEMV reads 64 bytes of x per 32 columns and part instead of a whole 1 KB tile.

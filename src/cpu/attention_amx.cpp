@@ -30,13 +30,6 @@ using namespace amx;
 
 namespace {
 
-struct alignas(64) tile_config {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-
 // Per head count g (1-16). Scores: tile 0 the result (16 keys × g), 4 the keys (16 × 32 bf16),
 // 5-7 q's parts (16 column pairs × g). Sums: 0, 5, 6, 7 results (g × 16 columns), 1-3 p's parts
 // (g × 32 keys), 4 the key pairs (16 × 16 columns). In static storage, as linear_amx.cpp's (GCC

@@ -54,12 +54,6 @@ int64_t tokens_of(int64_t rows) { return rows < 16 ? rows : 16; }
 // Every tile 16 rows: 0–3 results (2 output tiles × 2 row groups) and 6–7 packed x `tokens` columns
 // (4 bytes each) wide, 4–5 weights 64 bytes. Each result element's arithmetic is the same whatever
 // the width (a column is one row of x), so the bits do not depend on it.
-struct alignas(64) tile_config {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
 // One configuration per width, in static storage: GCC 12's _tile_loadconfig tells the compiler it
 // reads only the first 8 bytes of its operand, so a configuration filled on the stack just before
 // may lose its column widths to dead-store elimination (a standalone test did: SIGILL on the first
@@ -68,8 +62,10 @@ struct tile_configs {
     tile_config by_tokens[17];
     tile_configs() {
         for (int tokens = 1; tokens <= 16; ++tokens)
-            for (int t = 0; t < 8; ++t)
+            for (int t = 0; t < 8; ++t) {
+                by_tokens[tokens].rows[t] = 16;
                 by_tokens[tokens].colsb[t] = static_cast<uint16_t>(t == 4 || t == 5 ? 64 : 4 * tokens);
+            }
     }
 };
 const tile_configs& configs() {
