@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN
+from conftest import BIN, MODEL_DIR
 
 BENCH = BIN.parent / "bench"
 BINARIES = ["model/bench_model_cpu", "model/bench_kernels", "model/bench_moe_stream", "pd/bench_pd_transfer",
@@ -70,3 +70,26 @@ def test_bench_kernels_refuses_columns_it_cannot_measure():
     r = subprocess.run([str(path), "--cols", "100"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "usage" in r.stderr
+
+
+def test_bench_model_cpu_prints_the_batch_step_against_its_roofline_floor():
+    # The floor line's figures agree with each other and with the measured tok/s printed above it:
+    # floor tok/s ÷ batch-1 tok/s is the printed multiple, batch-B tok/s ÷ floor the printed share.
+    path = BENCH / "model" / "bench_model_cpu"
+    if not path.exists():
+        pytest.skip(f"{path} is not built")
+    r = subprocess.run([str(path), "--model", str(MODEL_DIR), "--rounds", "1", "--prompt", "16", "--decode", "4",
+                        "--batch", "4", "--context", "16", "--threads", "2"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    one = re.search(r"^decode batch 1 \(context 16\): ([\d.]+) tok/s", r.stdout, re.M)
+    four = re.search(r"^decode batch 4 \(context 16\): ([\d.]+) tok/s", r.stdout, re.M)
+    floor = re.search(r"^decode batch 4 at its roofline floor .*?: ([\d.]+) tok/s = ([\d.]+) x the measured batch 1 "
+                      r"\(which read its weights at ([\d.]+) of the read bandwidth\); measured = ([\d.]+) of it$",
+                      r.stdout, re.M)
+    assert one and four and floor, r.stdout
+    b1, b4 = float(one.group(1)), float(four.group(1))
+    floor_tps, multiple, _, share = (float(v) for v in floor.groups())
+    assert all(math.isfinite(v) and v > 0 for v in (b1, b4, floor_tps, multiple, share)), r.stdout
+    assert multiple == pytest.approx(floor_tps / b1, rel=0.01)
+    assert share == pytest.approx(b4 / floor_tps, rel=0.02, abs=0.006)
+    assert "decode batch 4 ceiling:" in r.stdout
