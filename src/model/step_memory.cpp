@@ -75,6 +75,12 @@ step_memory step_buffer_bound(const model_config& c, const step_shape& s, numeri
                                    k_index_chunk * (Di * k_float + k_pointer + 2 * k_float)
                              : 0;
     thread += keys * (k_pointer + 2 * k_float);
+    // attend_on_tiles (backend.cpu_matmul = "amx", cpu/attention_amx.h): the rows' fp32 pointers and
+    // key_rows, every head's logits, the keys as bf16 twice (as they lie, and interleaved by pairs,
+    // padded to 32) and q's or p's three parts. Counted whatever the mode: a bound.
+    const int64_t padded_keys = (keys + 31) / 32 * 32;
+    thread += keys * (3 * k_pointer + H * k_float) + 2 * padded_keys * D * 2 +
+              std::max(padded_keys, D) / 32 * 3 * 256 * k_int32;
     thread += k_float * (n * d + 4 * std::max(D, Di) + k_kernel_rows * widest_k) + k_gemm_scratch;
     m.per_thread = std::max(threads, 1) * thread;
     return m;
