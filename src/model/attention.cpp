@@ -447,8 +447,6 @@ private:
         }
     }
 
-    // Softmax with sink over {window rows by position, selected compressed rows by index}, per
-    // (row, head); then the inverse RoPE at the query position.
     // Row r's keys, in the order its weighted sum takes them: the window (the chunk's own rows, the
     // ring before them), then the compressed rows it selected.
     void gather_keys(int64_t r, std::vector<const float*>& keys) const {
@@ -475,6 +473,8 @@ private:
         for (int64_t j = 0; j < n; ++j) lg[j] = lg[j] / denom;
     }
 
+    // Softmax with sink over {window rows by position, selected compressed rows by index}, per
+    // (row, head); then the inverse RoPE at the query position.
     void attend() {
         if (on_tiles()) return attend_on_tiles();
         o_.assign(static_cast<size_t>(T_ * H_ * D_), 0.0f);
