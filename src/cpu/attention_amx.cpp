@@ -145,7 +145,7 @@ TANDEM_AMX void score_tiles(const uint16_t* keys, int64_t n, int64_t dim, const 
 TANDEM_AMX void pack_p(const float* p, int64_t p_stride, int64_t g, int64_t n, int64_t padded, uint32_t* out) {
     alignas(64) float chunk[32];
     for (int64_t k0 = 0; k0 < padded; k0 += 32) {
-        const int64_t valid = std::min<int64_t>(32, std::max<int64_t>(0, n - k0));
+        const int64_t valid = std::min<int64_t>(32, n - k0);  // k0 < n: padded is n rounded up to 32
         const __mmask16 first = static_cast<__mmask16>(valid >= 16 ? 0xffffu : (1u << valid) - 1u);
         const __mmask16 second = static_cast<__mmask16>(valid <= 16 ? 0u : valid >= 32 ? 0xffffu : (1u << (valid - 16)) - 1u);
         for (int64_t h = 0; h < g; ++h) {
@@ -241,7 +241,7 @@ void amx_attention_row::scores(const float* q, int64_t heads, float* scores, int
 }
 
 void amx_attention_row::weighted_sums(const float* p, int64_t p_stride, int64_t heads, float* out, int64_t out_stride) {
-    parts_.resize(static_cast<size_t>(std::max<int64_t>(padded_ / 32 * k_parts * 16 * 16, dim_ / 32 * k_parts * 16 * 16)));
+    parts_.resize(static_cast<size_t>(padded_ / 32 * k_parts * 16 * 16));
     all_sums(pairs_.data(), n_, padded_, dim_, p, p_stride, heads, parts_.data(), out, out_stride);
 }
 

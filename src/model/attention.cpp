@@ -183,6 +183,10 @@ public:
           T_(b.rows), H_(c_.num_attention_heads), D_(c_.head_dim), R_(c_.rope_head_dim), N_(D_ - R_),
           W_(c_.sliding_window), m_rate_(lc_.compress_ratio), Di_(c_.index_head_dim), Hi_(c_.index_n_heads),
           official_(m.opt.numerics == numerics_mode::official),
+          tiles_(m.opt.amx_matmul && (kv_fmt_.encoding == cache::row_encoding::kv_bf16 ||
+                                      kv_fmt_.encoding == cache::row_encoding::kv_fp8) &&
+                 cpu::amx_attention_fits(D_)),
+          rows_in_place_(tiles_ && kv_fmt_.encoding == cache::row_encoding::kv_bf16),
           rope_(lc_.attention == attention_type::sliding ? m.rope_main : m.rope_compress) {}
 
     void run(std::vector<float>& out) {
@@ -294,7 +298,7 @@ private:
             views_[si].n_rows = aw_.has_compressor ? (s.start_pos + s.rows) / m_rate_ : 0;
             views_[si].window = &sc_.window[si * static_cast<size_t>(W_ * D_)];
         }
-        if (rows_in_place()) return;  // nothing to decode: no pass
+        if (rows_in_place_) return;  // nothing to decode: no pass
         m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
             for (int64_t si = s0; si < s1; ++si) read_seq_state(b_.seqs[static_cast<size_t>(si)], views_[static_cast<size_t>(si)]);
         });
@@ -418,7 +422,7 @@ private:
             at += static_cast<size_t>(views_[si].n_rows);
             row += static_cast<size_t>(selectable(si));
         }
-        if (rows_in_place()) return;  // attend reads the selected rows in the cache: no pass
+        if (rows_in_place_) return;  // attend reads the selected rows in the cache: no pass
         m_.pool->parallel_for(static_cast<int64_t>(S), 1, [&](int64_t s0, int64_t s1) {
             for (int64_t si = s0; si < s1; ++si)
                 decode_seq_selected(b_.seqs[static_cast<size_t>(si)], views_[static_cast<size_t>(si)]);
@@ -448,18 +452,30 @@ private:
     }
 
     // Row r's keys, in the order its weighted sum takes them: the window (the chunk's own rows, the
-    // ring before them), then the compressed rows it selected.
-    void gather_keys(int64_t r, std::vector<const float*>& keys) const {
+    // ring before them), then the compressed rows it selected — each as `chunk(row)`,
+    // `ring(si, p)` or `compressed(si, wv)` gives it (si: the row's sequence).
+    template <class Key, class Chunk, class Ring, class Compressed>
+    void gather(int64_t r, std::vector<Key>& keys, Chunk chunk, Ring ring, Compressed compressed) const {
         const int64_t t = b_.pos[r];
         const size_t si = static_cast<size_t>(seq_of_[static_cast<size_t>(r)]);
         const batch_seq& s = b_.seqs[si];
-        const seq_view& v = views_[si];
         keys.clear();
         for (int64_t p = std::max<int64_t>(0, t - W_ + 1); p <= t; ++p)
-            keys.push_back(p >= s.start_pos ? &kv_[(s.row0 + p - s.start_pos) * D_] : &v.window[(p % W_) * D_]);
+            keys.push_back(p >= s.start_pos ? chunk(&kv_[(s.row0 + p - s.start_pos) * D_]) : ring(si, p));
         if (aw_.has_compressor)
-            for (int32_t wv : selected_[static_cast<size_t>(r)])
-                keys.push_back(&v.comp[int64_t{v.comp_slot[static_cast<size_t>(wv)]} * D_]);
+            for (int32_t wv : selected_[static_cast<size_t>(r)]) keys.push_back(compressed(si, wv));
+    }
+
+    // The keys as fp32 rows: the chunk's, and the window and compressed rows read_state() and
+    // decode_selected() decoded.
+    template <class Key, class From>
+    void gather_decoded(int64_t r, std::vector<Key>& keys, From from) const {
+        gather(
+            r, keys, from, [&](size_t si, int64_t p) { return from(&views_[si].window[(p % W_) * D_]); },
+            [&](size_t si, int32_t wv) {
+                const seq_view& v = views_[si];
+                return from(&v.comp[int64_t{v.comp_slot[static_cast<size_t>(wv)]} * D_]);
+            });
     }
 
     // One head's scores into probabilities, in place: the sink takes its share of the softmax.
@@ -476,7 +492,7 @@ private:
     // Softmax with sink over {window rows by position, selected compressed rows by index}, per
     // (row, head); then the inverse RoPE at the query position.
     void attend() {
-        if (on_tiles()) return attend_on_tiles();
+        if (tiles_) return attend_on_tiles();
         o_.assign(static_cast<size_t>(T_ * H_ * D_), 0.0f);
         const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
         m_.pool->parallel_for(T_ * H_, 1, [&](int64_t i0, int64_t i1) {
@@ -489,7 +505,7 @@ private:
             for (int64_t i = i0; i < i1;) {
                 const int64_t r = i / H_, h = i % H_;
                 if (r != keys_of) {
-                    gather_keys(r, keys);
+                    gather_decoded(r, keys, [](const float* k) { return k; });
                     rope_.angles(b_.pos[r], true, cs.data(), sn.data());
                     keys_of = r;
                 }
@@ -509,44 +525,26 @@ private:
         });
     }
 
-    // backend.cpu_matmul = "amx" with a bf16 or fp8 KV cache (its rows exactly bf16): each row's
-    // scores and weighted sums for all its heads on tiles (cpu/attention_amx.h), the softmax as
-    // above. A row's bits depend on its own q and key list only, as in the vector path.
-    bool on_tiles() const {
-        const bool bf16_rows = kv_fmt_.encoding == cache::row_encoding::kv_bf16 ||
-                               kv_fmt_.encoding == cache::row_encoding::kv_fp8;
-        return m_.opt.amx_matmul && bf16_rows && cpu::amx_attention_fits(D_);
+    // Row r's keys for the tiles: a bf16 cache's window and compressed rows as stored.
+    void gather_key_rows(int64_t r, std::vector<cpu::key_row>& keys) const {
+        const auto f32 = [](const float* k) { return cpu::key_row{k, false}; };
+        if (!rows_in_place_) return gather_decoded(r, keys, f32);
+        gather(
+            r, keys, f32,
+            [&](size_t si, int64_t p) {
+                return cpu::key_row{cp_.window_ring(b_.seqs[si].slot) + (p % W_) * kv_fmt_.bytes, true};
+            },
+            [&](size_t si, int32_t wv) {
+                return cpu::key_row{cp_.row(b_.seqs[si].slot, cache::buffer_kind::compressed_kv, wv), true};
+            });
     }
 
-    // A bf16 cache's rows go to the tiles as they are stored: read_state() and decode_selected()
-    // then decode nothing (the window and the selected compressed rows were ~3% of a `small`
-    // batch-16 step's samples, decoded to fp32 only to be converted back).
-    bool rows_in_place() const { return on_tiles() && kv_fmt_.encoding == cache::row_encoding::kv_bf16; }
-
-    // Row r's keys for the tiles, in gather_keys' order.
-    void gather_key_rows(int64_t r, std::vector<const float*>& f32, std::vector<cpu::key_row>& keys) const {
-        keys.clear();
-        if (!rows_in_place()) {
-            gather_keys(r, f32);
-            for (const float* k : f32) keys.push_back(cpu::key_row{k, false});
-            return;
-        }
-        const int64_t t = b_.pos[r];
-        const batch_seq& s = b_.seqs[static_cast<size_t>(seq_of_[static_cast<size_t>(r)])];
-        const std::byte* ring = cp_.window_ring(s.slot);
-        for (int64_t p = std::max<int64_t>(0, t - W_ + 1); p <= t; ++p)
-            keys.push_back(p >= s.start_pos ? cpu::key_row{&kv_[(s.row0 + p - s.start_pos) * D_], false}
-                                            : cpu::key_row{ring + (p % W_) * kv_fmt_.bytes, true});
-        if (aw_.has_compressor)
-            for (int32_t wv : selected_[static_cast<size_t>(r)])
-                keys.push_back(cpu::key_row{cp_.row(s.slot, cache::buffer_kind::compressed_kv, wv), true});
-    }
-
+    // Each row's scores and weighted sums for all its heads on tiles (cpu/attention_amx.h), the
+    // softmax as in attend(). A row's bits depend on its own q and key list only, as there.
     void attend_on_tiles() {
         fit(o_, T_ * H_ * D_);  // every element written
         const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
         m_.pool->parallel_for(T_, 1, [&](int64_t r0, int64_t r1) {
-            thread_local std::vector<const float*> f32;
             thread_local std::vector<cpu::key_row> keys;
             thread_local std::vector<float> logit;
             thread_local std::vector<float> cs, sn;
@@ -554,7 +552,7 @@ private:
             cs.resize(rope_.inv_freq.size());
             sn.resize(rope_.inv_freq.size());
             for (int64_t r = r0; r < r1; ++r) {
-                gather_key_rows(r, f32, keys);
+                gather_key_rows(r, keys);
                 rope_.angles(b_.pos[r], true, cs.data(), sn.data());
                 const int64_t n = static_cast<int64_t>(keys.size());
                 logit.resize(static_cast<size_t>(H_ * n));
@@ -609,6 +607,12 @@ private:
     const int32_t lid_;
     const int64_t T_, H_, D_, R_, N_, W_, m_rate_, Di_, Hi_;
     const bool official_;
+    // backend.cpu_matmul = "amx" with a bf16 or fp8 KV cache (its rows exactly bf16): each row's
+    // scores and weighted sums for all its heads on tiles (attend_on_tiles). A bf16 cache's rows
+    // then go to the tiles as they are stored: read_state() and decode_selected() decode nothing
+    // (the window and the selected compressed rows were ~3% of a `small` batch-16 step's samples,
+    // decoded to fp32 only to be converted back).
+    const bool tiles_, rows_in_place_;
     const rope_table& rope_;
 };
 
