@@ -7,13 +7,7 @@
 // are they written to the window ring, so a chunk longer than the window still sees the right
 // rows. Every row is rounded through its storage codec before anything reads it (in-chunk rows
 // too), and key order inside one softmax is fixed (window rows by position, then compressed rows
-// by index), so any chunking gives bitwise the same logits.
-//
-// Compressor rings (pool state, fp32 rows of [kv | score] with score = gate + ape):
-//   HCA (m slots):   slot pos % m holds the current window's tokens.
-//   CSA (2m slots):  slots m + pos % m hold the current window; slots 0..m−1 the previous
-//                    closed window, whose Ca half (first D') pools into the next row. Initial
-//                    score −inf gives those slots weight 0 before the first window closes.
+// by index), so any chunking gives bitwise the same logits. The compressors: model/compressor.h.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -24,62 +18,13 @@
 #include "core/exp_f32.h"
 #include "cpu/attention_amx.h"
 #include "cpu/kernels.h"
+#include "model/compressor.h"
 #include "model/forward.h"
 #include "model/numerics.h"
 
 namespace tandem::model {
 
 namespace {
-
-struct compressor_shape {
-    int64_t m = 0;        // compress rate
-    int64_t dim = 0;      // D' (row width)
-    bool overlap = false; // CSA: two series, 2m-slot windows
-    bool indexer = false; // the indexer's compressor (FP4 simulation instead of FP8)
-};
-
-// Pools one closed window into out[dim] (softmax over slots, independently per feature).
-// Slots in order: previous Ca (rows 0..m−1, offset 0) then current Cb (rows m..2m−1, offset D)
-// for CSA; the m tokens (offset 0) for HCA.
-void pool_window(const compressor_shape& s, const float* ring, float* out) {
-    const int64_t m = s.m, D = s.dim, cd = (s.overlap ? 2 : 1) * D, F = 2 * cd, n = (s.overlap ? 2 : 1) * m;
-    auto at = [&](int64_t i) { return ring + i * F + (i >= m ? D : 0); };  // slot i's kv; score at + cd
-    for (int64_t e = 0; e < D; ++e) {
-        float mx = -INFINITY;
-        for (int64_t i = 0; i < n; ++i) mx = std::max(mx, at(i)[cd + e]);
-        float sum = 0.0f;
-        for (int64_t i = 0; i < n; ++i) sum += std::exp(at(i)[cd + e] - mx);
-        float acc = 0.0f;
-        for (int64_t i = 0; i < n; ++i) acc += at(i)[e] * (std::exp(at(i)[cd + e] - mx) / sum);
-        out[e] = acc;
-    }
-}
-
-// Feeds one sequence's new tokens through a compressor ring; emitted rows (normed, RoPE'd at the
-// window's first position) go to `emit(w, row)`.
-template <typename Emit>
-void run_compressor(const model_config& c, const compressor_shape& s, const compressor_weights& cw,
-                    const rope_table& rope, const float* kv, const float* gate, int64_t n_tokens, int64_t start_pos,
-                    float* ring, bool official, Emit&& emit) {
-    const int64_t m = s.m, D = s.dim, cd = (s.overlap ? 2 : 1) * D, F = 2 * cd, R = c.rope_head_dim;
-    thread_local std::vector<float> pooled, row;
-    pooled.resize(static_cast<size_t>(D));
-    row.resize(static_cast<size_t>(D));
-    for (int64_t i = 0; i < n_tokens; ++i) {
-        const int64_t pos = start_pos + i, slot = pos % m;
-        float* dst = ring + ((s.overlap ? m : 0) + slot) * F;
-        std::copy_n(kv + i * cd, cd, dst);
-        for (int64_t e = 0; e < cd; ++e) dst[cd + e] = gate[i * cd + e] + cw.ape.ptr()[slot * cd + e];
-        if (slot != m - 1) continue;
-        pool_window(s, ring, pooled.data());
-        cpu::rms_norm(pooled.data(), cw.norm.ptr(), D, c.rms_norm_eps, row.data());
-        rope.apply(&row[static_cast<size_t>(D - R)], pos + 1 - m, false);
-        if (official && s.indexer) indexer_fp4_sim(row.data(), D);
-        else if (official) kv_fp8_sim(row.data(), D - R, D);
-        emit(pos / m, row.data());
-        if (s.overlap) std::copy_n(ring + m * F, m * F, ring);  // this window becomes "previous"
-    }
-}
 
 // Encodes a row into its storage format and decodes it back: what every reader will see.
 void round_trip(const cache::row_format& fmt, float* values, std::vector<std::byte>& scratch) {
