@@ -177,7 +177,7 @@ pool_stats page_pool::stats() const {
     s.pages_quarantined = static_cast<int64_t>(quarantined_pages_.size());
     s.slots_total = static_cast<int64_t>(slots_.size());
     s.slots_free = static_cast<int64_t>(free_slots_.size());
-    s.stale_writes_rejected = stale_writes_;
+    s.stale_writes_rejected = stale_writes_.load(std::memory_order_relaxed);
     s.leases_expired = leases_expired_;
     return s;
 }
@@ -282,7 +282,7 @@ bool page_pool::page_writable(page_ref ref) const {
 
 std::byte* page_pool::page_bytes_for_write(page_ref ref, int32_t buffer_idx) {
     if (!page_writable(ref)) {
-        ++stale_writes_;
+        stale_writes_.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
     }
     return arena_ + geometry_.page_offset(buffer_idx, ref.page);
@@ -400,14 +400,14 @@ const std::byte* page_pool::row(slot_ref s, int32_t layer, buffer_kind kind,
 std::byte* page_pool::row_for_write(slot_ref s, int32_t layer, buffer_kind kind,
                                     int64_t row_index) {
     if (!slot_current(s)) {
-        ++stale_writes_;
+        stale_writes_.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
     }
     const int32_t bi = layout_.buffer_index(layer, kind);
     int64_t r = 0;
     const page_ref* p = page_for_row(s, bi, row_index, &r);
     if (!page_writable(*p)) {
-        ++stale_writes_;
+        stale_writes_.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
     }
     return arena_ + geometry_.row_offset(bi, p->page, r);
@@ -423,7 +423,7 @@ const std::byte* page_pool::window_row(slot_ref s, int32_t layer, int64_t pos) c
 
 std::byte* page_pool::window_row_for_write(slot_ref s, int32_t layer, int64_t pos) {
     if (!slot_current(s)) {
-        ++stale_writes_;
+        stale_writes_.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
     }
     return const_cast<std::byte*>(window_row(s, layer, pos));
@@ -438,7 +438,7 @@ const float* page_pool::compressor_state(slot_ref s, int32_t layer, state_kind k
 
 float* page_pool::compressor_state_for_write(slot_ref s, int32_t layer, state_kind kind) {
     if (!slot_current(s)) {
-        ++stale_writes_;
+        stale_writes_.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
     }
     return const_cast<float*>(compressor_state(s, layer, kind));
@@ -474,7 +474,7 @@ void page_pool::reset_sequence_state(slot_ref s) {
 
 std::byte* page_pool::slot_bytes_for_write(slot_ref s) {
     if (!slot_current(s)) {
-        ++stale_writes_;
+        stale_writes_.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
     }
     return arena_ + geometry_.slot_offset(s.slot);

@@ -22,6 +22,7 @@
 //   is rejected and counted, never applied. Sequence slots follow the same rules.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -233,7 +234,9 @@ private:
     std::vector<int32_t> free_slots_;
     std::vector<int32_t> quarantined_pages_;
     std::vector<int32_t> quarantined_slots_;
-    int64_t stale_writes_ = 0;
+    // Atomic: the forward pass asks for rows to write from several threads at once (a layer's
+    // sequences compress in parallel), and a rejected request counts here.
+    std::atomic<int64_t> stale_writes_{0};
     int64_t leases_expired_ = 0;
 };
 

@@ -91,15 +91,20 @@ void model_impl::run_layer(const cache::layer_view& view, const batch& b, std::v
         });
         if (T >= k_mix_linear_rows) {
             // Many rows: the mixes as a linear over the fp32 fn rows, a few rows per job (each a
-            // unit of its own, so every thread gets some): each fn vector is loaded once per
-            // job's rows of fmas instead of once per row (dots), and the linear's per-output order
-            // is dots' (lanes k mod 8 in ascending k, then the same lane sum): the same bits.
-            // Four rows per job in a decode step; 32 or 16 once there are enough rows for two jobs
-            // per thread, so a prefill's jobs take the scratch GEMM (whose FMA blocks run at ~0.8
-            // of the peak) instead of the few-row tile (two operations per fma: the broadcast of
-            // each fp32 weight run to both halves): `small`'s 512-token prefill spent 3.7% of its
-            // samples there.
-            int64_t per_job = 4;
+            // unit of its own): each fn vector is loaded once per job's rows of fmas instead of
+            // once per row (dots), and the linear's per-output order is dots' (lanes k mod 8 in
+            // ascending k, then the same lane sum): the same bits.
+            // A decode step: the rows split evenly over the threads (4 to 12 a job, the few-row
+            // tile's range), so each thread reads fn (393 KB of fp32 at `small`'s n · d, one of 16
+            // a step, from memory) once; jobs of 4 rows read it once per job — a batch-16 step of
+            // `small` spent 3.0-3.1% of its samples in the mixes that way, 2.7-2.8% this way.
+            // Splitting the outputs over the threads instead (each reads half of fn) cost more: a
+            // job of 16 rows takes the scratch GEMM, 8-row jobs repack x for every slice.
+            // Prefill: 32 or 16 rows a job once there are enough rows for two jobs per thread,
+            // so its jobs take the scratch GEMM (whose FMA blocks run at ~0.8 of the peak) instead
+            // of the few-row tile (two operations per fma: the broadcast of each fp32 weight run to
+            // both halves): `small`'s 512-token prefill spent 3.7% of its samples there.
+            int64_t per_job = std::clamp<int64_t>((T + pool->size() - 1) / pool->size(), 4, 12);
             for (const int64_t rows : {32, 16})
                 if (T >= 2 * rows * pool->size()) {
                     per_job = rows;

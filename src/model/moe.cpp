@@ -115,12 +115,14 @@ void group_by_expert(const model_impl& m, moe_scratch& sc, const std::vector<flo
     }
     for (int64_t e = E; e > 0; --e) sc.first[static_cast<size_t>(e)] = sc.first[static_cast<size_t>(e - 1)];
     sc.first[0] = 0;
+    for (int64_t p = 0; p < S; ++p) sc.position_of[static_cast<size_t>(sc.slot_at[static_cast<size_t>(p)])] = p;
+    // The gather runs on every thread: serial, a batch-16 step of `small` spent 1.7% of its time
+    // here (64 rows × 4 KiB per layer) while the other thread waited.
     fit(sc.xe, S * d);
-    for (int64_t p = 0; p < S; ++p) {
-        const int64_t s = sc.slot_at[static_cast<size_t>(p)];
-        sc.position_of[static_cast<size_t>(s)] = p;
-        std::copy_n(&x[(s / k) * d], d, &sc.xe[p * d]);
-    }
+    m.pool->parallel_for(S, 8, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p)
+            std::copy_n(&x[(sc.slot_at[static_cast<size_t>(p)] / k) * d], d, &sc.xe[p * d]);
+    });
 }
 
 // numerics "official": the FP8-simulated copy of rows the FP8/FP4 weights read (else unused).
