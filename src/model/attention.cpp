@@ -213,22 +213,29 @@ private:
 
     // Sequences in parallel: each owns its rings and rows. Serial, a batch-16 decode step of `small`
     // spent ~2% of its time pooling the windows its sequences closed while the other thread waited.
+    // The indexer's queries are RoPE'd in the same pass, per row one set of angles for its heads.
     void compress_all() {
         m_.pool->parallel_for(static_cast<int64_t>(b_.seqs.size()), 1, [&](int64_t s0, int64_t s1) {
+            thread_local std::vector<float> cs, sn;
+            cs.resize(m_.rope_compress.inv_freq.size());
+            sn.resize(m_.rope_compress.inv_freq.size());
             for (int64_t si = s0; si < s1; ++si) {
                 const batch_seq& s = b_.seqs[static_cast<size_t>(si)];
                 compress(s, aw_.compressor, {m_rate_, D_, lc_.attention == attention_type::csa, false},
                          cache::state_kind::attn_compressor, cache::buffer_kind::compressed_kv, kv_fmt_, ckv_, cg_);
-                if (aw_.has_indexer)
-                    compress(s, aw_.idx_compressor, {m_rate_, Di_, true, true}, cache::state_kind::index_compressor,
-                             cache::buffer_kind::index_k, ik_fmt_, ickv_, icg_);
+                if (!aw_.has_indexer) continue;
+                compress(s, aw_.idx_compressor, {m_rate_, Di_, true, true}, cache::state_kind::index_compressor,
+                         cache::buffer_kind::index_k, ik_fmt_, ickv_, icg_);
+                for (int64_t r = s.row0; r < s.row0 + s.rows; ++r) {
+                    m_.rope_compress.angles(b_.pos[r], false, cs.data(), sn.data());
+                    for (int64_t h = 0; h < Hi_; ++h) {
+                        float* qh = &qi_[(r * Hi_ + h) * Di_];
+                        m_.rope_compress.rotate(qh + Di_ - R_, cs.data(), sn.data());
+                        if (official_) indexer_fp4_sim(qh, Di_);
+                    }
+                }
             }
         });
-        if (!aw_.has_indexer) return;
-        for (int64_t i = 0; i < T_ * Hi_; ++i) {
-            m_.rope_compress.apply(&qi_[i * Di_ + Di_ - R_], b_.pos[i / Hi_], false);
-            if (official_) indexer_fp4_sim(&qi_[i * Di_], Di_);
-        }
     }
 
     // Decodes each sequence's window ring once (positions before the chunk). The index rows are
@@ -366,8 +373,8 @@ private:
         };
         int64_t slots = 0, most = 0;
         for (size_t si = 0; si < S; ++si) slots += views_[si].n_rows, most += selectable(si);
-        fit(sc_.comp_slot, slots);
-        fit(sc_.comp, most * D_);
+        fit_at_least(sc_.comp_slot, slots);
+        fit_at_least(sc_.comp, most * D_);
         for (size_t si = 0, at = 0, row = 0; si < S; ++si) {
             views_[si].comp_slot = &sc_.comp_slot[at];
             views_[si].comp = &sc_.comp[row * static_cast<size_t>(D_)];

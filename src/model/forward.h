@@ -32,6 +32,14 @@ void fit(std::vector<T>& v, int64_t n) {
     v.resize(want);
 }
 
+// fit() for a buffer only ever read through pointers into it, never by its size(): the size never
+// shrinks, so a step's CSA layer after its HCA layer (a few hundred KB more compressed rows) does not
+// zero the difference again, which resize() would (a batch-16 step of `small`: ~1 MB a step).
+template <class T>
+void fit_at_least(std::vector<T>& v, int64_t n) {
+    if (static_cast<size_t>(n) > v.size()) fit(v, n);
+}
+
 // Inverse frequencies of one RoPE table (interleaved pairs over the trailing R dims).
 struct rope_table {
     std::vector<float> inv_freq;  // [R/2]
