@@ -55,7 +55,7 @@ struct session {
 
     session(const std::string& dir, int threads, cache::kv_dtype kv = cache::kv_dtype::fp32,
             cache::index_k_dtype ik = cache::index_k_dtype::fp32, numerics_mode numerics = numerics_mode::hf,
-            int64_t memory = int64_t{256} << 20, bool amx_matmul = false) {
+            int64_t memory = int64_t{256} << 20, bool amx_matmul = false, int64_t max_sequences = 8) {
         model_options o{numerics, threads};
         o.amx_matmul = amx_matmul;
         auto r = model::load(dir, o);
@@ -63,7 +63,7 @@ struct session {
         m = std::move(r.value());
         auto layout = cache::layout_spec::create(m->config(), cache::layout_options{kv, ik, 128});
         REQUIRE_MESSAGE(layout.is_ok(), layout.error().message());
-        auto p = cache::page_pool::create(*layout, cache::pool_options{memory, 8});
+        auto p = cache::page_pool::create(*layout, cache::pool_options{memory, max_sequences});
         REQUIRE_MESSAGE(p.is_ok(), p.error().message());
         pool = std::move(p.value());
     }

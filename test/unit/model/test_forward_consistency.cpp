@@ -94,6 +94,43 @@ TEST_CASE("model: a sequence's logits do not depend on the batch or the thread c
     CHECK(bitwise_equal(run_chunked(*one_thread.ss, a, a.size()), alone_a));
 }
 
+TEST_CASE("model: a batched decode step of many sequences gives each the logits it gets alone") {
+    // Twelve sequences at different positions (their compressors closing windows at different
+    // steps) decode one token together: the compressors run sequence-parallel, the MoE gathers
+    // in a pass, the mHC mixes run as a linear in jobs of rows per thread — none may change a bit
+    // of any sequence's logits, with two threads or one.
+    for (int threads : {2, 1}) {
+        CAPTURE(threads);
+        temp_dir dir{"batched_decode"};
+        make_checkpoint("tiny", 3, dir.str());
+        constexpr int n = 12;
+        session ss(dir.str(), threads, cache::kv_dtype::bf16, cache::index_k_dtype::bf16, numerics_mode::hf,
+                   int64_t{256} << 20, false, n + 1);
+        const int64_t vocab = ss.m->config().vocab_size;
+        std::vector<std::vector<int32_t>> prompts;
+        for (int i = 0; i < n; ++i) prompts.push_back(random_prompt(100 + i, 3 + 7 * i, vocab));
+        std::vector<cache::slot_ref> seqs;
+        std::vector<forward_item> step;
+        for (int i = 0; i < n; ++i) {
+            const auto& p = prompts[static_cast<size_t>(i)];
+            seqs.push_back(ss.new_sequence());
+            ss.run(seqs.back(), std::span<const int32_t>(p.data(), p.size() - 1), 0, false);
+            step.push_back({std::span<const int32_t>(&p.back(), 1), int64_t(p.size() - 1), seqs.back(), logit_rows::last});
+        }
+        auto out = ss.forward(step);
+        REQUIRE(out.is_ok());
+        for (int i = 0; i < n; ++i) {
+            CAPTURE(i);
+            const auto& p = prompts[static_cast<size_t>(i)];
+            const std::vector<float> alone = run_chunked(ss, p, p.size());
+            REQUIRE(out->logits[static_cast<size_t>(i)].size() == static_cast<size_t>(vocab));
+            CHECK(std::memcmp(out->logits[static_cast<size_t>(i)].data(), &alone[(p.size() - 1) * vocab],
+                              vocab * sizeof(float)) == 0);
+        }
+        for (auto s : seqs) ss.pool->free_sequence(s);
+    }
+}
+
 TEST_CASE("model: forward rejects bad batches with clear errors") {
     tiny_model tm(1);
     session& ss = *tm.ss;
