@@ -370,7 +370,7 @@ TANDEM_HD float moe_combine_element(Contrib contrib, int32_t slots, float shared
     return acc + shared;
 }
 
-// ---- lightning indexer and compressors (model/attention.cpp) --------------------------------------
+// ---- lightning indexer and compressors (model/attention.cpp, model/compressor.cpp) --------------------------------------
 
 // K11: the score of one compressed row for one token: Σ_h (max(dot(q_h, key), 0) · idx_scale) ·
 // (w_h · head_scale), ascending h, each dot in fixed_dot's order (select_rows).

@@ -15,7 +15,7 @@ namespace tandem::cache {
 namespace {
 
 // An overlapping (CSA) compressor ring has 2m rows of [kv (2D') | score (2D')]; its Ca half of
-// row j is kv[0:D'] and score[0:D'] (model/attention.cpp pool_window reads nothing else of the
+// row j is kv[0:D'] and score[0:D'] (model/compressor.cpp pool_window reads nothing else of the
 // previous window).
 bool is_overlapping_ring(const layout_spec& layout, const state_layout& st) {
     const layer_layout& ly = layout.layers()[static_cast<size_t>(st.layer)];

@@ -1,7 +1,8 @@
 // test/cuda/attention_reference.h — model/attention.cpp's indexer score, top-k, compressor ring
-// update and pooling, and attention loops restated line for line for the CUDA tests (attention.cpp keeps them inside its
-// attention_pass / file-local functions; the model's attention output itself is covered end to
-// end by test/unit/model's golden tests). If attention.cpp changes its order, change it here too.
+// update and attention loops restated line for line for the CUDA tests (attention.cpp keeps them
+// inside its attention_pass / file-local functions; the model's attention output itself is covered
+// end to end by test/unit/model's golden tests). If attention.cpp changes its order, change it here
+// too. The window pooling is public (model/compressor.h) and called as it is.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "core/exp_f32.h"
 #include "cpu/kernels.h"
+#include "model/compressor.h"
 
 namespace attention_cpu {
 
@@ -27,19 +29,9 @@ inline float indexer_score(const float* qi, const float* key, int64_t heads, int
     return sc;
 }
 
-// pool_window.
+// pool_window: the model's own (model/compressor.h), not a restatement.
 inline void pool_window(int64_t m, int64_t D, bool overlap, const float* ring, float* out) {
-    const int64_t cd = (overlap ? 2 : 1) * D, F = 2 * cd, n = (overlap ? 2 : 1) * m;
-    auto at = [&](int64_t i) { return ring + i * F + (i >= m ? D : 0); };
-    for (int64_t e = 0; e < D; ++e) {
-        float mx = -INFINITY;
-        for (int64_t i = 0; i < n; ++i) mx = std::max(mx, at(i)[cd + e]);
-        float sum = 0.0f;
-        for (int64_t i = 0; i < n; ++i) sum += std::exp(at(i)[cd + e] - mx);
-        float acc = 0.0f;
-        for (int64_t i = 0; i < n; ++i) acc += at(i)[e] * (std::exp(at(i)[cd + e] - mx) / sum);
-        out[e] = acc;
-    }
+    tandem::model::pool_window(tandem::model::compressor_shape{m, D, overlap, false}, ring, out);
 }
 
 // top_k_ascending: the k largest in ascending index order, exact ties as torch's CPU topk.
