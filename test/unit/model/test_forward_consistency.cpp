@@ -171,6 +171,39 @@ TEST_CASE("model: exact indexer ties (one indexer head) still give chunk-invaria
     }
 }
 
+TEST_CASE("model: a lone query's indexer scoring split over the threads gives bitwise the logits of one thread") {
+    // A decode step of one sequence (or a prefill of fewer blocks than threads) splits the
+    // indexer's key chunks over the threads; a full prefill gives each thread whole blocks, one
+    // thread does everything in order. At 403 tokens a CSA layer of `tiny` holds 100 compressed
+    // rows (4 chunks of 32, the last partial) against a top-4: every decode step below scores them
+    // split, the full prefill unsplit, and all must agree bit for bit — with bf16 index rows too,
+    // decoded chunk by chunk on whichever thread scores them.
+    temp_dir dir{"split_indexer"};
+    make_checkpoint("tiny", 3, dir.str());
+    for (auto ik : {cache::index_k_dtype::fp32, cache::index_k_dtype::bf16}) {
+        CAPTURE(static_cast<int>(ik));
+        std::vector<float> reference;
+        for (int threads : {1, 2, 3}) {
+            CAPTURE(threads);
+            session ss(dir.str(), threads, ik == cache::index_k_dtype::fp32 ? cache::kv_dtype::fp32 : cache::kv_dtype::bf16,
+                       ik);
+            const auto t = random_prompt(41, 403, ss.m->config().vocab_size);
+            // Prefill 395 tokens at once, then 8 lone decode steps (split scoring with 2 or 3 threads).
+            auto seq = ss.new_sequence();
+            std::vector<float> got = ss.run(seq, std::span<const int32_t>(t.data(), 395), 0, true);
+            for (size_t at = 395; at < t.size(); ++at) {
+                auto row = ss.run(seq, std::span<const int32_t>(&t[at], 1), int64_t(at), true);
+                got.insert(got.end(), row.begin(), row.end());
+            }
+            ss.pool->free_sequence(seq);
+            REQUIRE(got.size() == t.size() * static_cast<size_t>(ss.m->config().vocab_size));
+            if (reference.empty()) reference = got;
+            else CHECK(bitwise_equal(got, reference));
+            CHECK(bitwise_equal(run_chunked(ss, t, t.size()), reference));
+        }
+    }
+}
+
 TEST_CASE("model: a model sharing another's weights holds no copy, gives bitwise its logits side by side, and outlives it") {
     // pd with role both: the decode engine's model shares the prefill engine's weights, and both
     // forward at once on their own scheduler threads.
