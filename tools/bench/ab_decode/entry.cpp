@@ -23,9 +23,9 @@ struct state {
 };
 }
 // Loads `dir` (cpu_matmul `mm`), prefills B sequences of `context` tokens; room for `cap` steps.
-extern "C" void* ab_init(const char* dir, const char* mm, int B, int cap) {
+extern "C" void* ab_init(const char* dir, const char* mm, int B, int cap, int context) {
     auto* s = new state;
-    s->B = B; s->cap = cap;
+    s->B = B; s->cap = cap; s->context = context;
     auto opt = model::model_options_from("hf", 0, "huge", mm);
     auto m = model::model::load(dir, *opt);
     if (!m) { std::fprintf(stderr, "%s\n", m.error().message().c_str()); return nullptr; }
