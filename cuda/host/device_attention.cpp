@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "cuda/host/device_forward.h"
-#include "cuda/host/indexer_top_k.h"
+#include "model/top_k.h"
 
 namespace tandem::cuda {
 
@@ -83,7 +83,7 @@ status device_forward::compress(const cache::layer_view& view, const step_metada
 // select_rows: every visible compressed row (HCA, or CSA with few rows) — the host knows those —
 // else the indexer's top-k over the sequence's index-K rows: K11 scores and K12 on the device, the
 // ids staying there for place_selected. Only a row K12 flags as tied at its k-th boundary
-// downloads its scores and runs the CPU's selection (indexer_top_k), whose ids replace K12's, so
+// downloads its scores and runs the CPU's selection (model::top_k_ascending), whose ids replace K12's, so
 // the rows chosen equal the CPU's exactly; the common case downloads one flag per row.
 status device_forward::select_compressed(const cache::layer_view& view, const step_metadata& meta,
                                          std::span<const cache::slot_ref> slots, selection& sel) {
@@ -155,7 +155,7 @@ status device_forward::select_compressed(const cache::layer_view& view, const st
         ++top_k_.host_rows;
         row_scores.resize(static_cast<size_t>(n_keys[r]));
         TANDEM_RETURN_IF_ERROR(ops_.download(row_scores.data(), *scores + r * max_visible, n_keys[r] * int64_t{4}));
-        indexer_top_k(row_scores.data(), n_keys[r], K, chosen);
+        model::top_k_ascending(row_scores, K, chosen);
         TANDEM_RETURN_IF_ERROR(ops_.upload(*ids + r * K, chosen.data(), K * 4));
     }
     sel.device = *ids;

@@ -435,7 +435,7 @@ TANDEM_HD void compressor_feed_feature(const float* kv, const float* gate, const
     }
 }
 
-// ---- K12 indexer top-k (model/attention.cpp top_k_ascending) -------------------------------------
+// ---- K12 indexer top-k (model/top_k.h top_k_ascending) ----------------------------------------
 //
 // The CPU selects the k largest scores with libstdc++'s partial_sort / nth_element over (value,
 // index) pairs compared by value only, so which of several EXACTLY equal scores it keeps is that
@@ -445,7 +445,7 @@ TANDEM_HD void compressor_feed_feature(const float* kv, const float* gate, const
 // #{v == T} equals the slots left for them, that set is {v ≥ T} — exactly k rows, which is the
 // only set any correct top-k returns, the CPU's included. Otherwise (an exact tie straddles the
 // boundary, or a NaN makes the order partial) the row is flagged "tied" and the executor runs the
-// CPU's own selection on it (cuda/host/indexer_top_k.h): the GPU's choice equals the CPU's always.
+// CPU's own selection on it (model::top_k_ascending): the GPU's choice equals the CPU's always.
 
 // Order-preserving key: a < b ⇔ key(a) < key(b) for non-NaN floats; −0 and +0 (equal to the CPU's
 // comparator) share one key.

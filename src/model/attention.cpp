@@ -21,6 +21,7 @@
 #include "model/compressor.h"
 #include "model/forward.h"
 #include "model/numerics.h"
+#include "model/top_k.h"
 
 namespace tandem::model {
 
@@ -61,35 +62,6 @@ float scale_and_max(float* v, int64_t n, float scale, float init) {
     float mx = init;
     for (const float mj : m) mx = std::max(mx, mj);
     return mx;
-}
-
-// Indices of the k largest scores, returned in ascending index order. The candidates are the
-// rows the query can see, nothing else, so every chunking (full prefill, chunks, token-by-token
-// decode) selects the same rows — design invariant 8. Which of several EXACTLY equal scores wins
-// follows torch.topk on CPU (at::native::topk_impl_loop: (value, index) pairs ordered by value
-// only, std::partial_sort when k·64 <= n, else std::nth_element), because ReLU makes exact zero
-// scores common. This reproduces HF transformers' token-by-token decode exactly; HF's
-// full-sequence prefill also scores the not-yet-visible rows (at −inf), which can break such an
-// exact tie differently — HF's own prefill and decode then disagree, and tandem follows decode.
-void top_k_ascending(std::span<const float> v, int64_t k, std::vector<int32_t>& idx) {
-    const int64_t n = static_cast<int64_t>(v.size());
-    idx.clear();
-    if (k >= n) {
-        idx.resize(static_cast<size_t>(n));
-        std::iota(idx.begin(), idx.end(), 0);
-        return;
-    }
-    thread_local std::vector<std::pair<float, int64_t>> q;
-    q.resize(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(j)] = {v[static_cast<size_t>(j)], j};
-    auto larger = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
-        return a.first > b.first;
-    };
-    if (k * 64 <= n) std::partial_sort(q.begin(), q.begin() + k, q.end(), larger);
-    else std::nth_element(q.begin(), q.begin() + k - 1, q.end(), larger);
-    idx.reserve(static_cast<size_t>(k));  // exactly k when it grows (see fit)
-    for (int64_t j = 0; j < k; ++j) idx.push_back(static_cast<int32_t>(q[static_cast<size_t>(j)].second));
-    std::sort(idx.begin(), idx.end());
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
-// test/cuda/attention_reference.h — model/attention.cpp's indexer score, top-k, compressor ring
-// update and attention loops restated line for line for the CUDA tests (attention.cpp keeps them
-// inside its attention_pass / file-local functions; the model's attention output itself is covered
-// end to end by test/unit/model's golden tests). If attention.cpp changes its order, change it here
-// too. The window pooling is public (model/compressor.h) and called as it is.
+// test/cuda/attention_reference.h — model/attention.cpp's indexer score, compressor ring update and
+// attention loops restated line for line for the CUDA tests (attention.cpp keeps them inside its
+// attention_pass / file-local functions; the model's attention output itself is covered end to end
+// by test/unit/model's golden tests). If attention.cpp changes its order, change it here too. The
+// window pooling (model/compressor.h) and the top-k (model/top_k.h) are public and called as they are.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "core/exp_f32.h"
 #include "cpu/kernels.h"
 #include "model/compressor.h"
+#include "model/top_k.h"
 
 namespace attention_cpu {
 
@@ -34,22 +35,9 @@ inline void pool_window(int64_t m, int64_t D, bool overlap, const float* ring, f
     tandem::model::pool_window(tandem::model::compressor_shape{m, D, overlap, false}, ring, out);
 }
 
-// top_k_ascending: the k largest in ascending index order, exact ties as torch's CPU topk.
+// top_k_ascending: the model's own (model/top_k.h), not a restatement.
 inline void top_k_ascending(const std::vector<float>& v, int64_t k, std::vector<int32_t>& idx) {
-    const int64_t n = static_cast<int64_t>(v.size());
-    idx.clear();
-    if (k >= n) {
-        idx.resize(static_cast<size_t>(n));
-        std::iota(idx.begin(), idx.end(), 0);
-        return;
-    }
-    std::vector<std::pair<float, int64_t>> q(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(j)] = {v[static_cast<size_t>(j)], j};
-    auto larger = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) { return a.first > b.first; };
-    if (k * 64 <= n) std::partial_sort(q.begin(), q.begin() + k, q.end(), larger);
-    else std::nth_element(q.begin(), q.begin() + k - 1, q.end(), larger);
-    for (int64_t j = 0; j < k; ++j) idx.push_back(static_cast<int32_t>(q[static_cast<size_t>(j)].second));
-    std::sort(idx.begin(), idx.end());
+    tandem::model::top_k_ascending(v, k, idx);
 }
 
 // run_compressor's ring update for one sequence (before the norm / RoPE / simulation of each

@@ -1,9 +1,9 @@
 // K12, the indexer's top-k (cuda/host/kernel_math.h top_k_row: the serial form of
 // cuda/kernels_topk.cu's kernel, run by the host emulation), against the CPU reference's selection
-// (model/attention.cpp top_k_ascending, restated in test/cuda/attention_reference.h) and the
-// executor's host fallback (cuda/host/indexer_top_k.h). The claim under test: a row K12 does not
-// flag as tied gets exactly the CPU's rows; a row it flags is exactly one whose k-th boundary is
-// an exact tie (or holds a NaN) — so after the fallback the device's choice equals the CPU's always.
+// (model/top_k.h top_k_ascending, which the executor's host fallback also calls). The claim under
+// test: a row K12 does not flag as tied gets exactly the CPU's rows; a row it flags is exactly one
+// whose k-th boundary is an exact tie (or holds a NaN) — so after the fallback the device's choice
+// equals the CPU's always.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "../../cuda/attention_reference.h"
-#include "cuda/host/indexer_top_k.h"
 #include "cuda/host/kernel_math.h"
 
 using namespace tandem;
@@ -41,11 +40,9 @@ struct tally {
 // One row through K12, checked against the CPU's selection.
 void check_row(const std::vector<float>& v, int64_t k, tally& t) {
     const int64_t n = static_cast<int64_t>(v.size());
-    std::vector<int32_t> got(static_cast<size_t>(k), 7777), cpu, fallback;
+    std::vector<int32_t> got(static_cast<size_t>(k), 7777), cpu;
     const bool tied = km::top_k_row(v.data(), n, k, got.data());
     attention_cpu::top_k_ascending(v, k, cpu);
-    cuda::indexer_top_k(v.data(), n, k, fallback);
-    CHECK(fallback == cpu);  // the executor's fallback is the CPU's selection
     CHECK(tied == boundary_tied(v, k));
     const int64_t kept = std::min(n, k);
     for (int64_t j = kept; j < k; ++j) CHECK(got[static_cast<size_t>(j)] == -1);
