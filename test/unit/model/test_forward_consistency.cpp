@@ -171,13 +171,14 @@ TEST_CASE("model: exact indexer ties (one indexer head) still give chunk-invaria
     }
 }
 
-TEST_CASE("model: a lone query's indexer scoring split over the threads gives bitwise the logits of one thread") {
+TEST_CASE("model: a lone query's indexer scoring and row decoding split over the threads give bitwise the logits of one thread") {
     // A decode step of one sequence (or a prefill of fewer blocks than threads) splits the
-    // indexer's key chunks over the threads; a full prefill gives each thread whole blocks, one
-    // thread does everything in order. At 403 tokens a CSA layer of `tiny` holds 100 compressed
-    // rows (4 chunks of 32, the last partial) against a top-4: every decode step below scores them
-    // split, the full prefill unsplit, and all must agree bit for bit — with bf16 index rows too,
-    // decoded chunk by chunk on whichever thread scores them.
+    // indexer's key chunks over the threads, and the decoding of the compressed rows it selected;
+    // a full prefill gives each thread whole blocks, one thread does everything in order. At 403
+    // tokens a CSA layer of `tiny` holds 100 compressed rows (4 chunks of 32, the last partial)
+    // against a top-4, an HCA layer 25 rows (two pieces of decoding): every decode step below runs
+    // them split, the full prefill unsplit, and all must agree bit for bit — with bf16 rows too,
+    // decoded on whichever thread reads them.
     temp_dir dir{"split_indexer"};
     make_checkpoint("tiny", 3, dir.str());
     for (auto ik : {cache::index_k_dtype::fp32, cache::index_k_dtype::bf16}) {
