@@ -7,10 +7,10 @@
 // are they written to the window ring, so a chunk longer than the window still sees the right
 // rows. Every row is rounded through its storage codec before anything reads it (in-chunk rows
 // too), and key order inside one softmax is fixed (window rows by position, then compressed rows
-// by index), so any chunking gives bitwise the same logits. The compressors: model/compressor.h.
+// by index), so any chunking gives bitwise the same logits. The compressors: model/compressor.h;
+// the indexer's selection: model/indexer.h.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <span>
 
 #include "cache/codec.h"
@@ -20,8 +20,8 @@
 #include "cpu/kernels.h"
 #include "model/compressor.h"
 #include "model/forward.h"
+#include "model/indexer.h"
 #include "model/numerics.h"
-#include "model/top_k.h"
 
 namespace tandem::model {
 
@@ -65,6 +65,15 @@ float scale_and_max(float* v, int64_t n, float scale, float init) {
 }
 
 }  // namespace
+
+void decode_history_rows(const cache::layer_view& view, cache::slot_ref slot, cache::buffer_kind kind,
+                         const cache::row_format& fmt, int64_t first, int64_t n, float* out) {
+    for (int64_t i = first; i < first + n;) {
+        const int64_t k = std::min(first + n - i, view.rows_left_in_page(kind, i));
+        cache::codec::decode_rows(fmt, view.row(slot, kind, i), k, out + (i - first) * fmt.dims);
+        i += k;
+    }
+}
 
 // The attention pass's buffers (see model_impl::attn_scratch). One set serves every layer: a
 // layer's pass is done with them before the next starts.
@@ -247,126 +256,17 @@ private:
         }
     }
 
-    // History rows [first, first + n) of `kind` into out[n, fmt.dims]: one decode_rows per page.
     void decode_run(const batch_seq& s, cache::buffer_kind kind, const cache::row_format& fmt, int64_t first,
                     int64_t n, float* out) const {
-        for (int64_t i = first; i < first + n;) {
-            const int64_t k = std::min(first + n - i, cp_.rows_left_in_page(kind, i));
-            cache::codec::decode_rows(fmt, cp_.row(s.slot, kind, i), k, out + (i - first) * fmt.dims);
-            i += k;
-        }
+        decode_history_rows(cp_, s.slot, kind, fmt, first, n, out);
     }
 
-    // Which compressed rows each query attends to: all visible ones (HCA, or CSA with few rows),
-    // else the lightning indexer's top-k. Work comes in blocks of up to k_index_queries queries of
-    // one sequence (consecutive rows, so the last sees the most rows). With a block for every
-    // thread (prefill, batched decode) each thread takes whole blocks. With fewer (a lone decode
-    // query; two sequences on four threads) the blocks go one after the other and each block's
-    // key chunks are split over the threads: a lone query at a long context scores every
-    // compressed row of the layer (V4-Flash at 1M tokens: 250K rows × 64 heads × 128), which
-    // otherwise ran on one thread while the others waited. Either way a score is computed within
-    // its own chunk (score_chunk), so the split changes no bit.
+
+    // Which compressed rows each query attends to (model/indexer.h).
     void select_rows() {
-        if (selected_.size() < static_cast<size_t>(T_)) selected_.resize(static_cast<size_t>(T_));
-        int64_t blocks = 0;
-        for (const batch_seq& s : b_.seqs) blocks += (s.rows + k_index_queries - 1) / k_index_queries;
-        if (blocks < m_.pool->size()) {
-            for (const batch_seq& s : b_.seqs)
-                for (int64_t r = s.row0; r < s.row0 + s.rows; r += k_index_queries)
-                    select_block(s, r, std::min(s.row0 + s.rows, r + k_index_queries), true);
-            return;
-        }
-        m_.pool->parallel_for(T_, 1, [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1;) {
-                const batch_seq& s = b_.seqs[static_cast<size_t>(seq_of_[static_cast<size_t>(r)])];
-                const int64_t end = std::min({r1, s.row0 + s.rows, r + k_index_queries});
-                select_block(s, r, end, false);
-                r = end;
-            }
-        });
-    }
-
-    // A pool thread's indexer buffers (step_buffer_bound counts one set per thread): a block's
-    // scores, and one chunk of decoded index rows with their pointers and two heads' dots.
-    struct index_buffers {
-        std::vector<float> scores, keys, dp;
-        std::vector<const float*> key_at;
-    };
-    index_buffers& thread_index_buffers() const {
-        thread_local index_buffers ib;
-        fit(ib.keys, k_index_chunk * Di_);
-        fit(ib.dp, 2 * k_index_chunk);
-        fit(ib.key_at, k_index_chunk);
-        for (int64_t j = 0; j < k_index_chunk; ++j)
-            ib.key_at[static_cast<size_t>(j)] = &ib.keys[static_cast<size_t>(j * Di_)];
-        return ib;
-    }
-
-    int64_t visible_of(int64_t r) const { return (b_.pos[r] + 1) / m_rate_; }
-
-    // Rows [r0, r1) of sequence s. The indexer's rows are decoded a chunk of k_index_chunk at a
-    // time into a per-thread buffer and scored there by every query of the block that sees them:
-    // never the whole history of every sequence at once (at a pool of millions of tokens that
-    // was the largest buffer of a step: Di × 4 bytes per 4 tokens of context), and each chunk is
-    // decoded once per block, not once per query. `split`: the chunks run on every thread (the
-    // caller holds the block's scores), else all on this one.
-    void select_block(const batch_seq& s, int64_t r0, int64_t r1, bool split) {
-        int64_t first_scored = r1;
-        for (int64_t r = r0; r < r1; ++r) {
-            const int64_t visible = visible_of(r);
-            auto& sel = selected_[static_cast<size_t>(r)];
-            sel.clear();
-            if (aw_.has_indexer && visible > c_.index_topk) {
-                first_scored = std::min(first_scored, r);
-                continue;
-            }
-            fit(sel, visible);
-            std::iota(sel.begin(), sel.end(), 0);
-        }
-        if (first_scored == r1) return;
-        const int64_t most = visible_of(r1 - 1);  // positions ascend within a sequence's rows
-        std::vector<float>& scores = thread_index_buffers().scores;
-        scores.assign(static_cast<size_t>((r1 - first_scored) * most), 0.0f);
-        const int64_t chunks = (most + k_index_chunk - 1) / k_index_chunk;
-        auto score_chunks = [&](int64_t c0, int64_t c1) {
-            index_buffers& ib = thread_index_buffers();
-            for (int64_t c = c0; c < c1; ++c) score_chunk(s, first_scored, r1, most, c * k_index_chunk, ib, scores.data());
-        };
-        if (split) m_.pool->parallel_for(chunks, 1, score_chunks);
-        else score_chunks(0, chunks);
-        for (int64_t r = first_scored; r < r1; ++r)
-            top_k_ascending(std::span<const float>(&scores[static_cast<size_t>((r - first_scored) * most)],
-                                                   static_cast<size_t>(visible_of(r))),
-                            c_.index_topk, selected_[static_cast<size_t>(r)]);
-    }
-
-    // Index rows [c0, c0 + k_index_chunk) scored by the block's queries [first, r1) that see them,
-    // into scores[(r − first) · most + row]:
-    // score[wv] = Σ_h (max(q_h · k_wv, 0) · idx_scale) · (w_h · head_scale), h ascending: each row's
-    // score is added up within its own chunk, so the chunking changes no bit. Two heads' dots
-    // against the chunk at a time go through cpu::dots_heads (independent chains, each dot in
-    // cpu::dot's order; the AVX-512 kernels score both heads in one register) rather than one
-    // latency-bound dot per (row, head).
-    void score_chunk(const batch_seq& s, int64_t first, int64_t r1, int64_t most, int64_t c0, index_buffers& ib,
-                     float* scores) const {
-        const float idx_scale = 1.0f / std::sqrt(static_cast<float>(Di_));
-        const float head_scale = 1.0f / std::sqrt(static_cast<float>(Hi_));
-        const int64_t n = std::min(k_index_chunk, most - c0);
-        decode_run(s, cache::buffer_kind::index_k, ik_fmt_, c0, n, ib.keys.data());
-        for (int64_t r = first; r < r1; ++r) {
-            const int64_t count = std::min(n, visible_of(r) - c0);
-            if (count <= 0) continue;  // an earlier query of the block: it sees fewer rows
-            float* score = &scores[static_cast<size_t>((r - first) * most + c0)];
-            for (int64_t h0 = 0; h0 < Hi_; h0 += 2) {
-                const int64_t heads = std::min<int64_t>(2, Hi_ - h0);
-                cpu::dots_heads(&qi_[(r * Hi_ + h0) * Di_], Di_, heads, ib.key_at.data(), count, Di_, ib.dp.data(), count);
-                for (int64_t h = h0; h < h0 + heads; ++h) {
-                    const float head_weight = iw_[r * Hi_ + h] * head_scale;
-                    const float* d = &ib.dp[static_cast<size_t>((h - h0) * count)];
-                    for (int64_t j = 0; j < count; ++j) score[j] += (std::max(d[j], 0.0f) * idx_scale) * head_weight;
-                }
-            }
-        }
+        select_compressed_rows(index_inputs{*m_.pool, b_, seq_of_, cp_, ik_fmt_, qi_.data(), iw_.data(), Hi_, Di_,
+                                            c_.index_topk, m_rate_, aw_.has_indexer},
+                               selected_);
     }
 
     // Decodes, once per sequence, the compressed rows that at least one of its queries selected.

@@ -65,13 +65,18 @@ struct batch {
     std::vector<batch_seq> seqs;
 };
 
-// The indexer's scoring (attention.cpp, select_block): queries of one sequence that share each
+// The indexer's scoring (indexer.cpp, select_block): queries of one sequence that share each
 // decoded chunk of its index rows, and the chunk's rows (at V4-Flash's Di = 128: 16 KB of fp32,
 // in L1 while the block's queries score it; the scoring was ~1% of a 2048-token `small` prefill at
 // 32 rows and at 128 alike, and 32 puts chunk boundaries inside the golden and consistency tests'
 // prompts). Per pool thread, so step_buffer_bound counts them.
 constexpr int64_t k_index_queries = 8;
 constexpr int64_t k_index_chunk = 32;
+
+// History rows [first, first + n) of `kind` of one sequence in a layer's pool buffers, decoded into
+// out[n, fmt.dims]: one codec::decode_rows per page (attention.cpp; the indexer reads its rows so too).
+void decode_history_rows(const cache::layer_view& view, cache::slot_ref slot, cache::buffer_kind kind,
+                         const cache::row_format& fmt, int64_t first, int64_t n, float* out);
 
 struct attention_scratch;  // attention.cpp: the attention pass's buffers, reused across layers and steps
 struct moe_scratch;        // moe.cpp: the MoE sublayer's buffers, reused across layers and steps
