@@ -8,15 +8,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-using init_fn = void* (*)(const char*, const char*, int, int, int);
+using init_fn = void* (*)(const char*, const char*, int, int, int, int);
 using steps_fn = double (*)(void*, int);
 int main(int argc, char** argv) {
     if (argc < 4) {
-        std::fprintf(stderr, "usage: driver A.so B.so MODEL_DIR [batch] [chunks] [steps per chunk] [context]  (MM=exact|amx)\n");
+        std::fprintf(stderr, "usage: driver A.so B.so MODEL_DIR [batch] [chunks] [steps per chunk] [context] [prefill 1|0]  (MM=exact|amx)\n");
         return 2;
     }
     const int B = argc > 4 ? atoi(argv[4]) : 16, chunks = argc > 5 ? atoi(argv[5]) : 20, per = argc > 6 ? atoi(argv[6]) : 5;
-    const int context = argc > 7 ? atoi(argv[7]) : 64;
+    const int context = argc > 7 ? atoi(argv[7]) : 64, prefill = argc > 8 ? atoi(argv[8]) : 1;
     // MM: both sides' backend.cpu_matmul (default amx); MM_B overrides side B's (exact against amx).
     const char* mm = getenv("MM") ? getenv("MM") : "amx";
     const char* mm_b = getenv("MM_B") ? getenv("MM_B") : mm;
@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
         h[i] = dlopen(argv[1 + i], RTLD_NOW | RTLD_LOCAL);
         if (!h[i]) { fprintf(stderr, "%s\n", dlerror()); return 1; }
         in[i] = (init_fn)dlsym(h[i], "ab_init"); st[i] = (steps_fn)dlsym(h[i], "ab_steps");
-        s[i] = in[i](argv[3], i == 0 ? mm : mm_b, B, chunks * per + 8, context);
+        s[i] = in[i](argv[3], i == 0 ? mm : mm_b, B, chunks * per + 8, context, prefill);
         if (!s[i]) return 1;
     }
     st[0](s[0], 4); st[1](s[1], 4);  // warm

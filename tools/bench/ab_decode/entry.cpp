@@ -23,7 +23,10 @@ struct state {
 };
 }
 // Loads `dir` (cpu_matmul `mm`), prefills B sequences of `context` tokens; room for `cap` steps.
-extern "C" void* ab_init(const char* dir, const char* mm, int B, int cap, int context) {
+// prefill = 0 skips the prefill: the steps start at position `context` over the cache rows as the
+// pool allocated them. A decode step's work depends on its position, not on the rows' values, so
+// this times a step at a context too long to prefill here (its logits mean nothing).
+extern "C" void* ab_init(const char* dir, const char* mm, int B, int cap, int context, int prefill) {
     auto* s = new state;
     s->B = B; s->cap = cap; s->context = context;
     auto opt = model::model_options_from("hf", 0, "huge", mm);
@@ -44,7 +47,7 @@ extern "C" void* ab_init(const char* dir, const char* mm, int B, int cap, int co
         s->slots.push_back(sl);
         s->items.push_back({std::span<const int32_t>(s->toks[q].data(), size_t(s->context)), 0, sl, model::logit_rows::last});
     }
-    (void)s->m->forward_into(cache::layer_gate(*s->pool), s->items, s->logits);
+    if (prefill) (void)s->m->forward_into(cache::layer_gate(*s->pool), s->items, s->logits);
     return s;
 }
 // Runs n more decode steps; returns their seconds.
