@@ -19,7 +19,7 @@
 # on the rows' values: a way to time contexts too long to prefill here; the logits mean nothing).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-[[ $# -ge 2 ]] || { sed -n 2,20p "$0"; exit 2; }
+[[ $# -ge 2 ]] || { sed -n 2,19p "$0"; exit 2; }
 a=$(cd "$1" && pwd); b=$(cd "$2" && pwd); shift 2
 model=models/small batch=16 chunks=40 steps=5 context=64 prefill=1 mm=amx mm_b=
 while [[ $# -gt 0 ]]; do
