@@ -256,12 +256,6 @@ private:
         }
     }
 
-    void decode_run(const batch_seq& s, cache::buffer_kind kind, const cache::row_format& fmt, int64_t first,
-                    int64_t n, float* out) const {
-        decode_history_rows(cp_, s.slot, kind, fmt, first, n, out);
-    }
-
-
     // Which compressed rows each query attends to (model/indexer.h).
     void select_rows() {
         select_compressed_rows(index_inputs{*m_.pool, b_, seq_of_, cp_, ik_fmt_, qi_.data(), iw_.data(), Hi_, Di_,
@@ -271,7 +265,7 @@ private:
 
     // Decodes, once per sequence, the compressed rows that at least one of its queries selected.
     // Selected rows keep their ascending order in `comp`, so each run of consecutive row indices
-    // is one decode_run.
+    // is one decode_history_rows.
     void decode_selected() {
         // Each sequence's range of comp holds the most rows its queries can select (the indexer's
         // top-k per query, at most every row; HCA and short CSA contexts: every row), so the ranges
@@ -329,7 +323,7 @@ private:
     }
 
     // The numbered rows among [w0, w1) into their rows of comp, each run of consecutive selected
-    // rows one decode_run.
+    // rows one decode_history_rows.
     void decode_numbered(const batch_seq& s, const seq_view& v, int64_t w0, int64_t w1) const {
         for (int64_t wv = w0; wv < w1;) {
             const int32_t slot = v.comp_slot[wv];
@@ -339,7 +333,8 @@ private:
             }
             int64_t end = wv + 1;
             while (end < w1 && v.comp_slot[end] >= 0) ++end;
-            decode_run(s, cache::buffer_kind::compressed_kv, kv_fmt_, wv, end - wv, &v.comp[int64_t{slot} * D_]);
+            decode_history_rows(cp_, s.slot, cache::buffer_kind::compressed_kv, kv_fmt_, wv, end - wv,
+                                &v.comp[int64_t{slot} * D_]);
             wv = end;
         }
     }

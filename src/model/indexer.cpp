@@ -57,8 +57,10 @@ private:
         fit(ib.keys, k_index_chunk * in_.dim);
         fit(ib.dp, 2 * k_index_chunk);
         fit(ib.key_at, k_index_chunk);
-        for (int64_t j = 0; j < k_index_chunk; ++j)
-            ib.key_at[static_cast<size_t>(j)] = &ib.keys[static_cast<size_t>(j * in_.dim)];
+        // Re-pointed only when the buffer moved or the row width changed (another model, same thread).
+        if (ib.key_at[0] != ib.keys.data() || ib.key_at[1] != ib.keys.data() + in_.dim)
+            for (int64_t j = 0; j < k_index_chunk; ++j)
+                ib.key_at[static_cast<size_t>(j)] = &ib.keys[static_cast<size_t>(j * in_.dim)];
         return ib;
     }
 
