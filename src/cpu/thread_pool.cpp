@@ -18,6 +18,28 @@ uint32_t generation_of(uint64_t c) { return static_cast<uint32_t>(c >> 32); }
 int64_t pieces_of(uint64_t c) { return static_cast<int64_t>((c >> 16) & 0xffff); }
 int64_t next_of(uint64_t c) { return static_cast<int64_t>(c & 0xffff); }
 
+// The pieces of [0, n) into bounds (see thread_pool.h); returns their number. A range of at most
+// 2 · threads grains: one piece per grain, split evenly (as before guided pieces: a piece then
+// holds at least grain / 2). A longer one, guided: each piece takes 1 / (2 · threads) of what is
+// left, at least `grain`; a rest shorter than grain joins the piece before it, and piece number
+// `max_pieces` takes all that is left (by then ~e^-8 of n).
+int64_t split_pieces(int64_t n, int64_t grain, int64_t threads, int64_t max_pieces, std::vector<int64_t>& bounds) {
+    const int64_t share = 2 * threads, grains = (n + grain - 1) / grain;
+    bounds.clear();
+    bounds.push_back(0);
+    if (grains <= share) {
+        for (int64_t p = 1; p <= grains; ++p) bounds.push_back(n * p / grains);
+        return grains;
+    }
+    for (int64_t at = 0; at < n;) {
+        int64_t size = std::max(grain, (n - at + share - 1) / share);
+        if (n - at - size < grain || static_cast<int64_t>(bounds.size()) == max_pieces) size = n - at;
+        at += size;
+        bounds.push_back(at);
+    }
+    return static_cast<int64_t>(bounds.size()) - 1;
+}
+
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
     _mm_pause();
@@ -30,6 +52,7 @@ void cpu_relax() {
 
 thread_pool::thread_pool(int threads) {
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    bounds_.reserve(static_cast<size_t>(16 * threads + 1));  // no allocation in a pass
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -45,15 +68,18 @@ thread_pool::~thread_pool() {
 void thread_pool::parallel_for(int64_t n, int64_t grain, range_fn fn) {
     if (n <= 0) return;
     grain = std::max<int64_t>(grain, 1);
-    const int64_t pieces = std::min({int64_t{size()} * 4, (n + grain - 1) / grain, k_max_pieces});
-    if (pieces <= 1 || workers_.empty()) {
+    if (n <= grain || workers_.empty()) {
+        fn(0, n);
+        return;
+    }
+    // 16 · threads pieces at most: enough for the shares to shrink to a unit on any core count.
+    const int64_t pieces = split_pieces(n, grain, size(), std::min<int64_t>(16 * size(), k_max_pieces), bounds_);
+    if (pieces <= 1) {
         fn(0, n);
         return;
     }
     const uint32_t gen = generation_of(claim_.load(std::memory_order_relaxed)) + 1;
     job_ = &fn;
-    job_n_ = n;
-    job_pieces_ = pieces;
     done_.store(0, std::memory_order_relaxed);
     // Publishing the pass and reading sleepers_ are both seq_cst, as are a sleeper's increment
     // and its re-check of claim_: either the caller sees the sleeper and wakes it, or the
@@ -79,8 +105,8 @@ void thread_pool::run_pieces(uint32_t gen) {
             if (generation_of(c) != gen || next_of(c) >= pieces_of(c)) return;
         } while (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire));
         // The piece is ours and uncounted, so the caller keeps job_* as they are until we count it.
-        const int64_t p = next_of(c), n = job_n_, pieces = job_pieces_;
-        const int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
+        const int64_t p = next_of(c);
+        const int64_t begin = bounds_[static_cast<size_t>(p)], end = bounds_[static_cast<size_t>(p) + 1];
         if (begin < end) (*job_)(begin, end);
         done_.fetch_add(1, std::memory_order_release);
     }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -45,6 +47,47 @@ TEST_CASE("cpu: thread pool covers every index exactly once") {
             for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
         });
         for (int h : hits) CHECK(h == 1);
+    }
+}
+
+TEST_CASE("cpu: thread pool pieces shrink toward the end of a long pass; a short one is split evenly") {
+    struct shape {
+        int threads;
+        int64_t n, grain;
+    };
+    for (const shape& c : {shape{2, 1000, 1}, shape{3, 1000, 1}, shape{4, 5000, 7}, shape{2, 100, 16}, shape{2, 25, 16},
+                           shape{3, 40, 8}, shape{2, 7, 1}}) {
+        CAPTURE(c.threads);
+        CAPTURE(c.n);
+        CAPTURE(c.grain);
+        thread_pool pool(c.threads);
+        std::mutex m;
+        std::vector<std::pair<int64_t, int64_t>> pieces;
+        pool.parallel_for(c.n, c.grain, [&](int64_t b, int64_t e) {
+            std::lock_guard<std::mutex> lock(m);
+            pieces.emplace_back(b, e);
+        });
+        std::sort(pieces.begin(), pieces.end());
+        int64_t at = 0;
+        for (const auto& [b, e] : pieces) {
+            REQUIRE(b == at);
+            REQUIRE(e > b);
+            at = e;
+        }
+        REQUIRE(at == c.n);
+        const int64_t grains = (c.n + c.grain - 1) / c.grain, share = 2 * c.threads;
+        if (grains <= share) {  // one piece per grain, evenly
+            CHECK(static_cast<int64_t>(pieces.size()) == grains);
+            for (const auto& [b, e] : pieces) CHECK(e - b >= c.n / grains);
+            for (const auto& [b, e] : pieces) CHECK(e - b <= c.n / grains + 1);
+            continue;
+        }
+        // Guided: no thread starts with more than its share of half the pass, every piece holds a
+        // grain, the last ones less than two, and the claims stay few.
+        CHECK(pieces.front().second <= std::max(c.grain, (c.n + share - 1) / share));
+        for (const auto& [b, e] : pieces) CHECK(e - b >= c.grain);
+        CHECK(pieces.back().second - pieces.back().first < 2 * c.grain);
+        CHECK(static_cast<int64_t>(pieces.size()) <= 16 * c.threads);
     }
 }
 
