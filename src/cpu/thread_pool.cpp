@@ -22,7 +22,7 @@ int64_t next_of(uint64_t c) { return static_cast<int64_t>(c & 0xffff); }
 // 2 · threads grains: one piece per grain, split evenly (as before guided pieces: a piece then
 // holds at least grain / 2). A longer one, guided: each piece takes 1 / (2 · threads) of what is
 // left, at least `grain`; a rest shorter than grain joins the piece before it, and piece number
-// `max_pieces` takes all that is left (by then ~e^-8 of n).
+// `max_pieces` takes all that is left (at 64 · threads pieces, ~e^-32 of n: never, in practice).
 int64_t split_pieces(int64_t n, int64_t grain, int64_t threads, int64_t max_pieces, std::vector<int64_t>& bounds) {
     const int64_t share = 2 * threads, grains = (n + grain - 1) / grain;
     bounds.clear();
@@ -52,7 +52,7 @@ void cpu_relax() {
 
 thread_pool::thread_pool(int threads) {
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    bounds_.reserve(static_cast<size_t>(16 * threads + 1));  // no allocation in a pass
+    bounds_.reserve(static_cast<size_t>(64 * threads + 1));  // no allocation in a pass
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -72,8 +72,9 @@ void thread_pool::parallel_for(int64_t n, int64_t grain, range_fn fn) {
         fn(0, n);
         return;
     }
-    // 16 · threads pieces at most: enough for the shares to shrink to a unit on any core count.
-    const int64_t pieces = split_pieces(n, grain, size(), std::min<int64_t>(16 * size(), k_max_pieces), bounds_);
+    // 64 · threads pieces at most: the shares shrink to a grain long before (a cap that bites
+    // would leave its whole rest to one last piece).
+    const int64_t pieces = split_pieces(n, grain, size(), std::min<int64_t>(64 * size(), k_max_pieces), bounds_);
     if (pieces <= 1) {
         fn(0, n);
         return;
