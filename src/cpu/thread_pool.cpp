@@ -74,11 +74,8 @@ void thread_pool::parallel_for(int64_t n, int64_t grain, range_fn fn) {
     }
     // 64 · threads pieces at most: the shares shrink to a grain long before (a cap that bites
     // would leave its whole rest to one last piece).
+    // n > grain: at least two pieces either way.
     const int64_t pieces = split_pieces(n, grain, size(), std::min<int64_t>(64 * size(), k_max_pieces), bounds_);
-    if (pieces <= 1) {
-        fn(0, n);
-        return;
-    }
     const uint32_t gen = generation_of(claim_.load(std::memory_order_relaxed)) + 1;
     job_ = &fn;
     done_.store(0, std::memory_order_relaxed);
@@ -105,7 +102,8 @@ void thread_pool::run_pieces(uint32_t gen) {
         do {
             if (generation_of(c) != gen || next_of(c) >= pieces_of(c)) return;
         } while (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire));
-        // The piece is ours and uncounted, so the caller keeps job_* as they are until we count it.
+        // The piece is ours and uncounted, so the caller keeps job_ and bounds_ as they are until
+        // we count it.
         const int64_t p = next_of(c);
         const int64_t begin = bounds_[static_cast<size_t>(p)], end = bounds_[static_cast<size_t>(p) + 1];
         if (begin < end) (*job_)(begin, end);

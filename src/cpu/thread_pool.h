@@ -23,7 +23,7 @@
 // With 4 equal pieces per thread, the thread that finished first waited for the other's last
 // piece — ~5% of each thread's time in a `small` batch-16 step (~190 passes of ~100 µs, 8 pieces
 // each). Measured in one process against equal pieces (`ab_decode`, both orders, Xeon 6 VM,
-// two threads): batch 16 `amx` 1.8–2.6% faster, `exact` 2.7%; batch 1 `amx` 2.1%, `exact` 3.0%.
+// two threads): batch 16 `amx` 5.0% faster, `exact` 2.3%; batch 1 `amx` 3.6%, `exact` 3.0%.
 #pragma once
 
 #include <atomic>
