@@ -14,6 +14,11 @@ namespace {
 
 // claim_ word: generation (32 bits) | pieces of the pass (16) | next unclaimed piece (16).
 constexpr int64_t k_max_pieces = 0xffff;
+// A pass's pieces at most, per thread: guided shares shrink to a grain long before (a cap that
+// bit would leave its whole rest to one last piece).
+constexpr int64_t k_pieces_per_thread = 64;
+int64_t max_pieces(int64_t threads) { return std::min(k_pieces_per_thread * threads, k_max_pieces); }
+
 uint32_t generation_of(uint64_t c) { return static_cast<uint32_t>(c >> 32); }
 int64_t pieces_of(uint64_t c) { return static_cast<int64_t>((c >> 16) & 0xffff); }
 int64_t next_of(uint64_t c) { return static_cast<int64_t>(c & 0xffff); }
@@ -22,8 +27,8 @@ int64_t next_of(uint64_t c) { return static_cast<int64_t>(c & 0xffff); }
 // 2 · threads grains: one piece per grain, split evenly (as before guided pieces: a piece then
 // holds at least grain / 2). A longer one, guided: each piece takes 1 / (2 · threads) of what is
 // left, at least `grain`; a rest shorter than grain joins the piece before it, and piece number
-// `max_pieces` takes all that is left (at 64 · threads pieces, ~e^-32 of n: never, in practice).
-int64_t split_pieces(int64_t n, int64_t grain, int64_t threads, int64_t max_pieces, std::vector<int64_t>& bounds) {
+// max_pieces(threads) takes all that is left (~e^-32 of n: never, in practice).
+int64_t split_pieces(int64_t n, int64_t grain, int64_t threads, std::vector<int64_t>& bounds) {
     const int64_t share = 2 * threads, grains = (n + grain - 1) / grain;
     bounds.clear();
     bounds.push_back(0);
@@ -33,7 +38,7 @@ int64_t split_pieces(int64_t n, int64_t grain, int64_t threads, int64_t max_piec
     }
     for (int64_t at = 0; at < n;) {
         int64_t size = std::max(grain, (n - at + share - 1) / share);
-        if (n - at - size < grain || static_cast<int64_t>(bounds.size()) == max_pieces) size = n - at;
+        if (n - at - size < grain || static_cast<int64_t>(bounds.size()) == max_pieces(threads)) size = n - at;
         at += size;
         bounds.push_back(at);
     }
@@ -52,7 +57,7 @@ void cpu_relax() {
 
 thread_pool::thread_pool(int threads) {
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    bounds_.reserve(static_cast<size_t>(64 * threads + 1));  // no allocation in a pass
+    bounds_.reserve(static_cast<size_t>(max_pieces(threads) + 1));  // no allocation in a pass
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -72,10 +77,7 @@ void thread_pool::parallel_for(int64_t n, int64_t grain, range_fn fn) {
         fn(0, n);
         return;
     }
-    // 64 · threads pieces at most: the shares shrink to a grain long before (a cap that bites
-    // would leave its whole rest to one last piece).
-    // n > grain: at least two pieces either way.
-    const int64_t pieces = split_pieces(n, grain, size(), std::min<int64_t>(64 * size(), k_max_pieces), bounds_);
+    const int64_t pieces = split_pieces(n, grain, size(), bounds_);  // n > grain: at least two
     const uint32_t gen = generation_of(claim_.load(std::memory_order_relaxed)) + 1;
     job_ = &fn;
     done_.store(0, std::memory_order_relaxed);
