@@ -31,6 +31,13 @@ inline int64_t rows_per_page(const weight_matrix& w) {
 
 #include <immintrin.h>
 
+// GCC 12's AVX-512 intrinsics pass an _mm512_undefined_* operand and then warn that it may be used
+// uninitialized (GCC bug 105593, fixed in 13) wherever transpose16 is inlined: silenced for these
+// helpers, as in the files that include them.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 // fma and f16c for the AVX2 scale helpers the decode reuses (decoders_avx2.h); every AMX CPU has them.
 #define TANDEM_AMX __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16,fma,f16c")))
 
@@ -61,7 +68,7 @@ struct x_tiles {
 struct weight_tiles {
     const uint8_t* a[2] = {nullptr, nullptr};
     int64_t stride[2] = {0, 0};
-    int64_t first[2] = {0, 0}, step = 1;  // output of tile row n: first[h] + step · n
+    int64_t first[2] = {0, 0};  // output of tile row n: first[h] + n
 };
 
 // The 16 × 16 words of r transposed in registers: rows out[i] = column i of r.
@@ -109,31 +116,25 @@ TANDEM_AMX inline void split32(const float* x, __m512i out[k_parts]) {
     }
 }
 
-// Results of one 16 × 16 tile into y: tile row n is output first + step · n (for n < outputs),
-// column m row r + m (for r + m < r1). From 4 rows on, the tile is transposed in registers and each
-// row's outputs go out in one masked store (step 1) or scatter (page-apart outputs): element by
-// element, the copy was a third of a K = 256 prefill linear's time. The values are only moved.
-TANDEM_AMX inline void store_results(const float* c, int64_t first, int64_t step, int64_t outputs, int64_t r,
-                                     int64_t r1, float* y, int64_t ys) {
+// Results of one 16 × 16 tile into y: tile row n is output first + n (for n < outputs), column m
+// row r + m (for r + m < r1). From 4 rows on, the tile is transposed in registers and each row's
+// outputs go out in one masked store: element by element, the copy was a third of a K = 256
+// prefill linear's time. Page-apart tiles (a decode step's) first gather their rows in output
+// order (tile_block, decoded_few_rows). The values are only moved.
+TANDEM_AMX inline void store_results(const float* c, int64_t first, int64_t outputs, int64_t r, int64_t r1, float* y,
+                                     int64_t ys) {
     const int64_t m_end = r1 - r < 16 ? r1 - r : 16;
     if (m_end < 4) {
         for (int64_t m = 0; m < m_end; ++m)
-            for (int64_t n = 0; n < outputs; ++n) y[(r + m) * ys + first + step * n] = c[n * 16 + m];
+            for (int64_t n = 0; n < outputs; ++n) y[(r + m) * ys + first + n] = c[n * 16 + m];
         return;
     }
     __m512i by_output[16], by_row[16];
     for (int n = 0; n < 16; ++n) by_output[n] = _mm512_loadu_si512(c + 16 * n);
     transpose16(by_output, by_row);
     const __mmask16 live = outputs >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << outputs) - 1u);
-    if (step == 1) {
-        for (int64_t m = 0; m < m_end; ++m)
-            _mm512_mask_storeu_ps(y + (r + m) * ys + first, live, _mm512_castsi512_ps(by_row[m]));
-        return;
-    }
-    const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32(static_cast<int>(step)));
     for (int64_t m = 0; m < m_end; ++m)
-        _mm512_mask_i32scatter_ps(y + (r + m) * ys + first, live, offsets, _mm512_castsi512_ps(by_row[m]), 4);
+        _mm512_mask_storeu_ps(y + (r + m) * ys + first, live, _mm512_castsi512_ps(by_row[m]));
 }
 
 // tmm0 += the weight tile in tmm4 × x's three parts (h, m, l) of row group g, column tile kb — a
@@ -163,5 +164,7 @@ TANDEM_AMX void decoded_block(const x_tiles& xt, int64_t r0, int64_t r1, const w
                               int64_t o1, float* y, int64_t ys);
 
 }  // namespace tandem::cpu::amx
+
+#pragma GCC diagnostic pop
 
 #endif

@@ -228,10 +228,11 @@ TANDEM_AMX void decode_row(const weight_matrix& matrix, int64_t r, uint16_t* out
     }
 }
 
-// Rows [r0, r1) (at most 16) × the n ≤ 16 outputs first, first + step, …: one result tile.
+// Rows [r0, r1) (at most 16) × the n ≤ 16 outputs first, first + step, …: one result tile, its row
+// i (output first + step · i) stored to dst + i · dst_stride bytes.
 template <class Decode>
-TANDEM_AMX void decoded_tile(const x_tiles& xt, int64_t r0, int64_t r1, int64_t first, int64_t step, int64_t n,
-                             const Decode& decode, float* y, int64_t ys) {
+TANDEM_AMX void decoded_tile(const x_tiles& xt, int64_t r0, int64_t n, const Decode& decode, float* dst,
+                             int64_t dst_stride) {
     const int64_t col_tiles = xt.col_tiles, g = r0 / 16;
     alignas(64) uint16_t ring[k_ring][16 * k_cols_per_tile];
     if (n < 16) std::memset(ring, 0, sizeof ring);  // rows past the last output stay zero
@@ -243,13 +244,11 @@ TANDEM_AMX void decoded_tile(const x_tiles& xt, int64_t r0, int64_t r1, int64_t 
         _tile_loadd(4, ring[kb % k_ring], 64);
         lone_tile_products(xt, g, kb);
     }
-    alignas(64) float c[256];
-    _tile_stored(0, c, 64);
-    store_results(c, first, step, n, r0, r1, y, ys);
+    _tile_stored(0, dst, dst_stride);
 }
 
-TANDEM_AMX void decoded_rows(const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& w, const code_tables& t,
-                             int64_t first, int64_t step, int64_t n, float* y, int64_t ys) {
+TANDEM_AMX void decoded_rows(const x_tiles& xt, int64_t r0, const weight_matrix& w, const code_tables& t, int64_t first,
+                             int64_t step, int64_t n, float* dst, int64_t dst_stride) {
     const uint8_t* rows[16];
     const uint8_t* srows[16];
     for (int64_t i = 0; i < n; ++i) {
@@ -257,23 +256,36 @@ TANDEM_AMX void decoded_rows(const x_tiles& xt, int64_t r0, int64_t r1, const we
         srows[i] = detail::avx2::scale_row(w, first + step * i);
     }
     int shift = 0;
-    if (!fast_route(w, &shift)) decoded_tile(xt, r0, r1, first, step, n, any_column{w, t, rows, srows, n}, y, ys);
+    if (!fast_route(w, &shift)) decoded_tile(xt, r0, n, any_column{w, t, rows, srows, n}, dst, dst_stride);
     else if (w.form == weight_form::fp8_e4m3)
-        decoded_tile(xt, r0, r1, first, step, n, fast_column<true>{t, rows, srows, n, shift}, y, ys);
-    else decoded_tile(xt, r0, r1, first, step, n, fast_column<false>{t, rows, srows, n, shift}, y, ys);
+        decoded_tile(xt, r0, n, fast_column<true>{t, rows, srows, n, shift}, dst, dst_stride);
+    else decoded_tile(xt, r0, n, fast_column<false>{t, rows, srows, n, shift}, dst, dst_stride);
 }
 
 // Whole groups of 16 · s outputs (s = rows_per_page) as s page-apart tiles, then the rest as
-// consecutive rows.
+// consecutive rows. A group's tiles store their rows into `group` in output order (a tile store
+// with a row stride of s rows), and the group goes to y 16 consecutive outputs at a time (as in
+// linear_amx.cpp's tile_block: no scatter per row).
 TANDEM_AMX void decoded_few_rows(const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& matrix, int64_t o0,
                                  int64_t o1, float* y, int64_t ys) {
     const weight_matrix w = matrix;  // a local copy: the decode's stores may alias anything, not it
     const code_tables& t = tables_by_code();
     const int64_t s = rows_per_page(w);
     int64_t o = o0;
-    for (; s > 1 && o + 16 * s <= o1; o += 16 * s)
-        for (int64_t c = 0; c < s; ++c) decoded_rows(xt, r0, r1, w, t, o + c, s, 16, y, ys);
-    for (; o < o1; o += 16) decoded_rows(xt, r0, r1, w, t, o, 1, o1 - o < 16 ? o1 - o : 16, y, ys);
+    if (s > 1) {
+        thread_local std::vector<float> group;
+        group.resize(static_cast<size_t>(16 * 16 * s));
+        for (; o + 16 * s <= o1; o += 16 * s) {
+            for (int64_t c = 0; c < s; ++c) decoded_rows(xt, r0, w, t, o + c, s, 16, group.data() + 16 * c, 64 * s);
+            for (int64_t j = 0; j < s; ++j) store_results(group.data() + 256 * j, o + 16 * j, 16, r0, r1, y, ys);
+        }
+    }
+    for (; o < o1; o += 16) {
+        const int64_t n = o1 - o < 16 ? o1 - o : 16;
+        alignas(64) float c[256];
+        decoded_rows(xt, r0, w, t, o, 1, n, c, 64);
+        store_results(c, o, n, r0, r1, y, ys);
+    }
 }
 
 }  // namespace

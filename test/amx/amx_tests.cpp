@@ -92,14 +92,15 @@ TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a 
     // Shapes: rows per 4 KB page 2 (K = 1024), 8 (K = 256), 32 (K = 64) and 1 (K = 2048); output
     // counts that leave short tiles; row counts of 1, a partial group, several row tiles, and more
     // rows than one packing batch holds at K = 2048 (1360: run_amx's row slices); up to 16 rows
-    // against page-apart output groups (results scattered: 8 rows at K = 1024, 16 at K = 256) and
-    // more rows against consecutive ones (results stored a row at a time).
+    // against page-apart output groups (each group's tile rows gathered in output order before
+    // they go to y: 8 rows at K = 1024, 16 at K = 256, FP8 5 rows at K = 512 and FP4 16 at K = 2048)
+    // and more rows against consecutive ones (results stored a row at a time).
     struct shape { int64_t n, k, r; weight_form form; };
     const weight_form fp8 = weight_form::fp8_e4m3, fp4 = weight_form::fp4_e2m1, bf16 = weight_form::bf16;
     for (const shape s : {shape{100, 1024, 37, bf16}, shape{256, 256, 70, bf16}, shape{33, 64, 5, bf16},
                           shape{48, 2048, 1, bf16}, shape{600, 1024, 8, bf16}, shape{256, 256, 16, bf16},
                           shape{600, 1024, 130, bf16}, shape{40, 2048, 1400, bf16},
-                          shape{300, 1024, 150, fp8}, shape{70, 512, 1, fp8}, shape{129, 256, 17, fp8},
+                          shape{300, 1024, 150, fp8}, shape{70, 512, 1, fp8}, shape{300, 512, 5, fp8}, shape{129, 256, 17, fp8},
                           shape{200, 1024, 140, fp4}, shape{45, 64, 3, fp4}, shape{64, 2048, 16, fp4}}) {
         CAPTURE(weight_form_name(s.form));
         CAPTURE(s.n);
@@ -166,10 +167,12 @@ TEST_CASE("amx: linear on tiles is within fp32 rounding of the exact sum, and a 
 TEST_CASE("amx: a decode step of every width from 1 to 16 rows gives each row the bits it has alone") {
     // A step's x is packed only as wide as its rows (1-15: interleaved by permutes, one plan per
     // width; 16: transposed), so every width is its own packing: each must hand every row its own
-    // columns. 16 rows hold distinct rows; the first t of them as a step of t must give the same bits.
+    // columns; and its results leave each page-apart output group (256 outputs at K = 256 for BF16,
+    // 128 for FP4) through a gather in output order, then a store per row (1-3 rows) or a transpose
+    // (4-16). 16 rows hold distinct rows; the first t of them as a step of t must give the same bits.
     thread_pool two(2);
     for (const weight_form form : {weight_form::bf16, weight_form::fp4_e2m1}) {
-        problem p(96, 256, 16, 5, form);
+        problem p(300, 256, 16, 5, form);
         const weight_matrix tiles = p.tiles();
         const std::vector<float> all = p.run(two, tiles);
         for (int64_t t = 1; t <= 16; ++t) {
