@@ -166,18 +166,21 @@ TANDEM_AMX void pack_group(const float* x, int64_t xs, int64_t rows, int64_t col
 // bytes apart from `a`), over all columns; tile row n's results go to dst + n · dst_stride bytes.
 // Each of the tile's 16 rows fetched 256 bytes (four column tiles) ahead. From memory (K = 1024,
 // 512 MiB, alternating runs) a 1-row GEMV +8-12%, 4 rows +12-19%, 16 rows +11-17%: the L2
-// streamer alone left the tiles ~10% behind the exact GEMV.
+// streamer alone left the tiles ~10% behind the exact GEMV. Near its end the loop fetches the
+// start of `next` (the tile that follows, same stride; null if none), so a tile of few column
+// tiles (K = 256: 8) does not begin on cold rows.
 // A function of its own, never inlined, with no AVX-512 in it: inlined into multiply_pair, whose
 // result stores keep 512-bit constants live, the same loop streamed a 512 MiB 1-row GEMV ~10%
 // slower (25.3 against 28.0 GB/s, one process, same buffer).
-[[gnu::noinline]] TANDEM_AMX void lone_tile(const x_tiles& xt, int64_t g, const uint8_t* a, int64_t stride, float* dst,
-                                            int64_t dst_stride) {
+[[gnu::noinline]] TANDEM_AMX void lone_tile(const x_tiles& xt, int64_t g, const uint8_t* a, const uint8_t* next,
+                                            int64_t stride, float* dst, int64_t dst_stride) {
     _tile_zero(0);
     constexpr int64_t ahead = 4;
     for (int64_t kb = 0; kb < xt.col_tiles; ++kb) {
-        if (kb + ahead < xt.col_tiles)
-            for (int64_t i = 0; i < 16; ++i)
-                _mm_prefetch(reinterpret_cast<const char*>(a + (kb + ahead) * 64 + i * stride), _MM_HINT_T0);
+        const int64_t at = kb + ahead;
+        const uint8_t* fetch = at < xt.col_tiles ? a + at * 64 : next != nullptr ? next + (at - xt.col_tiles) * 64 : nullptr;
+        if (fetch != nullptr && at < xt.col_tiles + ahead)
+            for (int64_t i = 0; i < 16; ++i) _mm_prefetch(reinterpret_cast<const char*>(fetch + i * stride), _MM_HINT_T0);
         _tile_loadd(4, a + kb * 64, stride);
         lone_tile_products(xt, g, kb);
     }
@@ -208,8 +211,12 @@ TANDEM_AMX void tile_block(const x_tiles& xt, int64_t r0, int64_t r1, const weig
         float* half[2] = {group.data(), group.data() + 16 * 16 * s};
         for (; o + 32 * s <= o1; o += 32 * s) {
             for (int64_t c = 0; c < s; ++c)
-                for (int h = 0; h < 2; ++h)
-                    lone_tile(xt, r0 / 16, w.row_ptr(o + 16 * s * h + c), s * row_bytes, half[h] + 16 * c, 64 * s);
+                for (int h = 0; h < 2; ++h) {
+                    // The tile after this one: the other half, the next c, or the next group's first.
+                    const int64_t after = h == 0 ? o + 16 * s + c : c + 1 < s ? o + c + 1 : o + 32 * s;
+                    const uint8_t* next = after + 16 * s <= o1 || (h == 0 || c + 1 < s) ? w.row_ptr(after) : nullptr;
+                    lone_tile(xt, r0 / 16, w.row_ptr(o + 16 * s * h + c), next, s * row_bytes, half[h] + 16 * c, 64 * s);
+                }
             for (int h = 0; h < 2; ++h)
                 for (int64_t j = 0; j < s; ++j)
                     store_results(half[h] + 256 * j, o + 16 * s * h + 16 * j, 16, r0, r1, y, ys);
@@ -267,7 +274,7 @@ TANDEM_AMX void amx::multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, co
     const bool second_out = t.a[1] != nullptr;
     if (!second_out && r1 - r0 <= 16) {
         alignas(64) float c[256];
-        lone_tile(xt, r0 / 16, t.a[0], t.stride[0], c, 64);
+        lone_tile(xt, r0 / 16, t.a[0], nullptr, t.stride[0], c, 64);
         return store_results(c, t.first[0], outputs[0], r0, r1, y, ys);
     }
     alignas(64) float c[4][256];
