@@ -54,10 +54,23 @@ int64_t amx_unit_outputs(const weight_matrix& w);
 int64_t amx_unit_rows(const weight_matrix& w);
 // Packs row groups [g0, g1) of x (rows × cols, row stride xs) into `packed`.
 void amx_pack(const float* x, int64_t xs, int64_t rows, int64_t cols, int64_t g0, int64_t g1, uint32_t* packed);
+// The tile configuration of a run of amx_tile calls on one thread (a piece of a pass): loaded by
+// the first call and again only where x's width changes, released (tiles back in their initial
+// state, so a context switch saves no tile data) when the run ends. Why: LDTILECFG takes ~60 ns,
+// and loaded per unit it was 1.3% of a `small` batch-16 step. Nothing else may use the tiles on
+// the thread during the run.
+class amx_tile_run {
+public:
+    amx_tile_run() = default;
+    ~amx_tile_run();
+    amx_tile_run(const amx_tile_run&) = delete;
+    amx_tile_run& operator=(const amx_tile_run&) = delete;
+    int64_t configured_tokens = 0;  // the width loaded; 0: none
+};
 // y[r·ys + o] = Σ_k x[r, k] · w(o, k) for rows [r0, r1) (r0 a multiple of 16) and outputs
 // [o0, o1), from x (`rows` rows) packed by amx_pack. y is the job's row 0, column 0.
-void amx_tile(const uint32_t* packed, int64_t rows, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0,
-              int64_t o1, float* y, int64_t ys);
+void amx_tile(amx_tile_run& run, const uint32_t* packed, int64_t rows, int64_t r0, int64_t r1, const weight_matrix& w,
+              int64_t o0, int64_t o1, float* y, int64_t ys);
 
 }  // namespace detail
 

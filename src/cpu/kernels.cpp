@@ -166,11 +166,11 @@ void run_amx_batch(thread_pool& pool, const std::vector<const linear_job*>& jobs
     if (unit_first[n] == 0) return;
     const int64_t *units = unit_first.data(), *offsets = words_at.data();
     const linear_job* const* job = jobs.data();
-    const auto multiply = [=](const uint32_t* words, size_t i, int64_t u) {
+    const auto multiply = [=](detail::amx_tile_run& run, const uint32_t* words, size_t i, int64_t u) {
         const linear_job& j = *job[i];
         const int64_t outputs = detail::amx_unit_outputs(j.w), blocks = amx_output_blocks(j), v = u - units[i];
         const int64_t unit_rows = detail::amx_unit_rows(j.w), r0 = v / blocks * unit_rows, o0 = v % blocks * outputs;
-        detail::amx_tile(words + offsets[i], j.rows, r0, std::min(j.rows, r0 + unit_rows), j.w, o0,
+        detail::amx_tile(run, words + offsets[i], j.rows, r0, std::min(j.rows, r0 + unit_rows), j.w, o0,
                          std::min(j.w.rows, o0 + outputs), j.y, j.y_stride);
     };
     if (one_group_each) {
@@ -187,6 +187,7 @@ void run_amx_batch(thread_pool& pool, const std::vector<const linear_job*>& jobs
             thread_local std::vector<uint64_t> packed_in;     // per job: the call it was packed in
             if (own.size() < static_cast<size_t>(total_words)) own.resize(static_cast<size_t>(total_words));
             if (packed_in.size() < n) packed_in.resize(n, 0);
+            detail::amx_tile_run run;
             for (int64_t u = u0; u < u1; ++u) {
                 const size_t i = job_of(units, n, u), o = owners[i];
                 if (packed_in[o] != call) {
@@ -194,7 +195,7 @@ void run_amx_batch(thread_pool& pool, const std::vector<const linear_job*>& jobs
                     detail::amx_pack(j.x, j.x_stride, j.rows, j.w.cols, 0, 1, own.data() + offsets[o]);
                     packed_in[o] = call;
                 }
-                multiply(own.data(), i, u);
+                multiply(run, own.data(), i, u);
             }
         });
         return;
@@ -213,7 +214,8 @@ void run_amx_batch(thread_pool& pool, const std::vector<const linear_job*>& jobs
     };
     pool.parallel_for(packs[n], 1, pack);
     pool.parallel_for(units[n], 1, [=](int64_t u0, int64_t u1) {
-        for (int64_t u = u0; u < u1; ++u) multiply(words, job_of(units, n, u), u);
+        detail::amx_tile_run run;
+        for (int64_t u = u0; u < u1; ++u) multiply(run, words, job_of(units, n, u), u);
     });
 }
 

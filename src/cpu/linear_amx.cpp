@@ -73,6 +73,7 @@ const tile_configs& configs() {
     return all;
 }
 TANDEM_AMX void configure_tiles(int64_t tokens) { _tile_loadconfig(&configs().by_tokens[tokens]); }
+TANDEM_AMX void release_tiles() { _tile_release(); }
 
 // For a tile of t < 16 rows (t words per column pair): register o of a part's tile holds its flat
 // words 16 o .. 16 o + 15; pair[t][16 o + q] is word (16 o + q)'s column pair, row[t][16 o + m] the
@@ -255,13 +256,14 @@ TANDEM_AMX void tile_block(const x_tiles& xt, int64_t r0, int64_t r1, const weig
     }
 }
 
-TANDEM_AMX void run_tiles(const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0, int64_t o1,
-                          float* y, int64_t ys) {
-    configure_tiles(xt.tokens);
+TANDEM_AMX void run_tiles(detail::amx_tile_run& run, const x_tiles& xt, int64_t r0, int64_t r1, const weight_matrix& w,
+                          int64_t o0, int64_t o1, float* y, int64_t ys) {
+    if (run.configured_tokens != xt.tokens) {
+        configure_tiles(xt.tokens);
+        run.configured_tokens = xt.tokens;
+    }
     if (w.form == weight_form::bf16) tile_block(xt, r0, r1, w, o0, o1, y, ys);
     else decoded_block(xt, r0, r1, w, o0, o1, y, ys);
-    // Tiles back in their initial state: a context switch then saves and restores no tile data.
-    _tile_release();
 }
 
 }  // namespace
@@ -321,9 +323,13 @@ void amx_pack(const float* x, int64_t xs, int64_t rows, int64_t cols, int64_t g0
     for (int64_t g = g0; g < g1; ++g) pack_group(x, xs, rows, cols, g, packed);
 }
 
-void amx_tile(const uint32_t* packed, int64_t rows, int64_t r0, int64_t r1, const weight_matrix& w, int64_t o0,
-              int64_t o1, float* y, int64_t ys) {
-    run_tiles(x_tiles{packed, w.cols / k_cols_per_tile, tokens_of(rows)}, r0, r1, w, o0, o1, y, ys);
+amx_tile_run::~amx_tile_run() {
+    if (configured_tokens != 0) release_tiles();
+}
+
+void amx_tile(amx_tile_run& run, const uint32_t* packed, int64_t rows, int64_t r0, int64_t r1, const weight_matrix& w,
+              int64_t o0, int64_t o1, float* y, int64_t ys) {
+    run_tiles(run, x_tiles{packed, w.cols / k_cols_per_tile, tokens_of(rows)}, r0, r1, w, o0, o1, y, ys);
 }
 
 }  // namespace detail
@@ -338,7 +344,9 @@ namespace tandem::cpu {
 bool amx_bf16_available() { return false; }
 namespace detail {
 void amx_pack(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t*) {}
-void amx_tile(const uint32_t*, int64_t, int64_t, int64_t, const weight_matrix&, int64_t, int64_t, float*, int64_t) {}
+amx_tile_run::~amx_tile_run() = default;
+void amx_tile(amx_tile_run&, const uint32_t*, int64_t, int64_t, int64_t, const weight_matrix&, int64_t, int64_t, float*,
+              int64_t) {}
 }  // namespace detail
 }  // namespace tandem::cpu
 
