@@ -47,8 +47,9 @@ namespace detail {
 // all; the short last group of a longer x leaves its columns past the last row as they were (only
 // those rows' results are stored).
 int64_t amx_packed_words(int64_t rows, int64_t cols);
-// Outputs per work unit of linear(): 128, or more where rows are short — whole groups of 32 rows
-// one 4 KB page apart (linear_amx.cpp, rows_per_page), so every unit takes the page-apart tiles.
+// Outputs per work unit of linear(): 64, or more where rows are short — a whole group of 32 rows
+// one 4 KB page apart (linear_amx.cpp, rows_per_page), so every unit takes the page-apart tiles
+// (FP8 / FP4: 64, or a group of 16 page-apart rows).
 int64_t amx_unit_outputs(const weight_matrix& w);
 // Rows per work unit: 64, or more for FP8 / FP4, whose weights a unit decodes once for all its rows.
 int64_t amx_unit_rows(const weight_matrix& w);
