@@ -168,11 +168,11 @@ TEST_CASE("amx: a decode step of every width from 1 to 16 rows gives each row th
     // A step's x is packed only as wide as its rows (1-15: interleaved by permutes, one plan per
     // width; 16: transposed), so every width is its own packing: each must hand every row its own
     // columns; and its results leave each page-apart output group (256 outputs at K = 256 for BF16,
-    // 128 for FP4) through a gather in output order, then a store per row (1-3 rows) or a transpose
+    // 512 for FP4) through a gather in output order, then a store per row (1-3 rows) or a transpose
     // (4-16). 16 rows hold distinct rows; the first t of them as a step of t must give the same bits.
     thread_pool two(2);
     for (const weight_form form : {weight_form::bf16, weight_form::fp4_e2m1}) {
-        problem p(300, 256, 16, 5, form);
+        problem p(600, 256, 16, 5, form);
         const weight_matrix tiles = p.tiles();
         const std::vector<float> all = p.run(two, tiles);
         for (int64_t t = 1; t <= 16; ++t) {
