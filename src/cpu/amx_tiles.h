@@ -137,6 +137,13 @@ TANDEM_AMX inline void store_results(const float* c, int64_t first, int64_t outp
         _mm512_mask_storeu_ps(y + (r + m) * ys + first, live, _mm512_castsi512_ps(by_row[m]));
 }
 
+// A page-apart group's results gathered in output order — n outputs from first (a multiple of 16),
+// each a row of 16 floats (one per row of x) — into y, 16 outputs at a time.
+TANDEM_AMX inline void store_gathered(const float* rows, int64_t first, int64_t n, int64_t r, int64_t r1, float* y,
+                                      int64_t ys) {
+    for (int64_t j = 0; j < n; j += 16) store_results(rows + 16 * j, first + j, 16, r, r1, y, ys);
+}
+
 // tmm0 += the weight tile in tmm4 × x's three parts (h, m, l) of row group g, column tile kb — a
 // lone weight tile's products (at most 16 rows: tiles 1–3 are free). Each part has its own tile
 // register, so no load waits for the product before it.
@@ -151,9 +158,10 @@ TANDEM_AMX inline void lone_tile_products(const x_tiles& xt, int64_t g, int64_t 
 
 // Rows [r0, r1) against one pair of weight tiles (the second may be absent), over all columns: per
 // block of 32 rows the 2 × 2 result tiles; per column tile the weight tiles, then for each part
-// (h, m, l) the rows' x tiles, each feeding two products (one weight tile and at most 16 rows: the
-// three parts in three tile registers). Every element's products run in one order — column tile
-// by column tile, h, m, l — whatever the tiles, rows or thread.
+// (h, m, l) the rows' x tiles, each feeding two products. A decode step's rows (at most 16) take
+// one weight tile at a time instead (linear_amx.cpp's lone_tile, decoded_tile; the three parts in
+// three tile registers, lone_tile_products). Every element's products run in one order — column
+// tile by column tile, h, m, l — whatever the tiles, rows or thread.
 // Defined in linear_amx.cpp.
 TANDEM_AMX void multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, const weight_tiles& t,
                               const int64_t outputs[2], float* y, int64_t ys);

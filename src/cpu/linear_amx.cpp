@@ -170,8 +170,8 @@ TANDEM_AMX void pack_group(const float* x, int64_t xs, int64_t rows, int64_t col
 // streamer alone left the tiles ~10% behind the exact GEMV. Near its end the loop fetches the
 // start of `next` (the tile that follows, same stride; null if none), so a tile of few column
 // tiles (K = 256: 8) does not begin on cold rows.
-// A function of its own, never inlined, with no AVX-512 in it: inlined into multiply_pair, whose
-// result stores keep 512-bit constants live, the same loop streamed a 512 MiB 1-row GEMV ~10%
+// A function of its own, never inlined, with no AVX-512 in it: inlined into the function that
+// also stored the results (multiply_pair then), which kept 512-bit constants live, the same loop streamed a 512 MiB 1-row GEMV ~10%
 // slower (25.3 against 28.0 GB/s, one process, same buffer).
 [[gnu::noinline]] TANDEM_AMX void lone_tile(const x_tiles& xt, int64_t g, const uint8_t* a, const uint8_t* next,
                                             int64_t stride, float* dst, int64_t dst_stride) {
@@ -220,9 +220,7 @@ TANDEM_AMX void tile_block(const x_tiles& xt, int64_t r0, int64_t r1, const weig
                     const uint8_t* next = !group_end || o + 64 * s <= o1 ? w.row_ptr(after) : nullptr;
                     lone_tile(xt, r0 / 16, w.row_ptr(o + 16 * s * h + c), next, s * row_bytes, half[h] + 16 * c, 64 * s);
                 }
-            for (int h = 0; h < 2; ++h)
-                for (int64_t j = 0; j < s; ++j)
-                    store_results(half[h] + 256 * j, o + 16 * s * h + 16 * j, 16, r0, r1, y, ys);
+            for (int h = 0; h < 2; ++h) store_gathered(half[h], o + 16 * s * h, 16 * s, r0, r1, y, ys);
         }
     }
     thread_local std::vector<uint16_t> padded;
@@ -243,17 +241,14 @@ TANDEM_AMX void tile_block(const x_tiles& xt, int64_t r0, int64_t r1, const weig
                 t.stride[h] = 2 * w.cols;
             }
         }
-        if (!decode_rows || t.a[1] == nullptr) {
+        if (!decode_rows) {
             multiply_pair(xt, r0, r1, t, outputs, y, ys);
             continue;
         }
-        for (int h = 0; h < 2; ++h) {
-            weight_tiles one;
-            one.a[0] = t.a[h];
-            one.stride[0] = t.stride[h];
-            one.first[0] = t.first[h];
-            const int64_t just[2] = {outputs[h], 0};
-            multiply_pair(xt, r0, r1, one, just, y, ys);
+        for (int h = 0; h < 2 && t.a[h] != nullptr; ++h) {
+            alignas(64) float c[256];
+            lone_tile(xt, r0 / 16, t.a[h], nullptr, t.stride[h], c, 64);
+            store_results(c, t.first[h], outputs[h], r0, r1, y, ys);
         }
     }
 }
@@ -271,16 +266,10 @@ TANDEM_AMX void run_tiles(detail::amx_tile_run& run, const x_tiles& xt, int64_t 
 }  // namespace
 
 // amx_tiles.h: per block of 32 rows the 2 × 2 result tiles; per column tile the weight tiles, then
-// for each part (h, m, l) the rows' x tiles, each feeding two products; a lone weight tile with at
-// most 16 rows on its own path.
+// for each part (h, m, l) the rows' x tiles, each feeding two products.
 TANDEM_AMX void amx::multiply_pair(const x_tiles& xt, int64_t r0, int64_t r1, const weight_tiles& t,
                                    const int64_t outputs[2], float* y, int64_t ys) {
     const bool second_out = t.a[1] != nullptr;
-    if (!second_out && r1 - r0 <= 16) {
-        alignas(64) float c[256];
-        lone_tile(xt, r0 / 16, t.a[0], nullptr, t.stride[0], c, 64);
-        return store_results(c, t.first[0], outputs[0], r0, r1, y, ys);
-    }
     alignas(64) float c[4][256];
     for (int64_t r = r0; r < r1; r += 32) {
         const int64_t g = r / 16;

@@ -277,7 +277,7 @@ TANDEM_AMX void decoded_few_rows(const x_tiles& xt, int64_t r0, int64_t r1, cons
         group.resize(static_cast<size_t>(16 * 16 * s));
         for (; o + 16 * s <= o1; o += 16 * s) {
             for (int64_t c = 0; c < s; ++c) decoded_rows(xt, r0, w, t, o + c, s, 16, group.data() + 16 * c, 64 * s);
-            for (int64_t j = 0; j < s; ++j) store_results(group.data() + 256 * j, o + 16 * j, 16, r0, r1, y, ys);
+            store_gathered(group.data(), o, 16 * s, r0, r1, y, ys);
         }
     }
     for (; o < o1; o += 16) {
